@@ -1,0 +1,24 @@
+"""The ``squeez`` command: ``some_command | squeez "what I need"``, plus ``squeez eval`` and ``squeez show``.
+
+Thin: each subcommand parses its flags and calls the library. Heavy imports happen only inside the
+backend that needs them, so piping through the BM25 backend starts fast.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["eval"]:
+        from squeez_ray.evaluate.cli_eval import main as eval_main
+
+        return eval_main(argv[1:])
+    from squeez_ray.infer.cli_prune import main as prune_main
+
+    return prune_main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

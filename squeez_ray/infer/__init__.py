@@ -1,0 +1,1 @@
+"""Pruners: one small interface (query + tool output in, line spans out) and its backends."""

@@ -1,0 +1,79 @@
+"""Shared fixtures. Markers come from the folder a test lives in (unit / integration / gpu)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared"
+
+# Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
+        if parts and parts[0] in ("unit", "integration", "gpu"):
+            item.add_marker(getattr(pytest.mark, parts[0]))
+        if parts and parts[0] == "gpu":
+            try:
+                import torch
+
+                has_cuda = torch.cuda.is_available()
+            except ImportError:
+                has_cuda = False
+            if not has_cuda:
+                item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"{SHARED} is missing: tests read the shared eval cases and trajectories from there")
+    return SHARED
+
+
+@pytest.fixture(scope="session")
+def public_cases_path(shared_dir: Path) -> Path:
+    return shared_dir / "eval" / "public_cases.jsonl"
+
+
+@pytest.fixture(scope="session")
+def trajectories_dir(shared_dir: Path) -> Path:
+    return shared_dir / "trajectories"
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_dir(tmp_path_factory) -> Path:
+    """A random-weight tiny Qwen3 checkpoint + local tokenizer, built once per test run (no download)."""
+    from squeez_ray.testing.tiny import build_tiny_qwen3
+
+    return build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """One local Ray for the whole session (2 CPUs, no dashboard): starting Ray costs seconds."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "1",
+                                           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}})
+    yield ray
+    try:
+        from ray import serve
+
+        serve.shutdown()
+    except Exception:
+        pass
+    ray.shutdown()
