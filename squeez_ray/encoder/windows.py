@@ -1,0 +1,96 @@
+"""Pack a query and an output's lines into encoder windows, each line marked so it can be pooled.
+
+Layout of one window: ``[CLS] query [SEP] line_a [SEP] line_b [SEP] ...``. The ``[SEP]`` closing each
+line is its marker: a line's score pools its own tokens plus that marker, so even an empty line
+has one token. Lines are tokenised once per output (one fast-tokenizer call), capped at
+``max_tokens_per_line`` (the start of a line carries most of its meaning, and the cap bounds cost
+on minified or base64 lines), and windows overlap by ``overlap_lines`` so a line near a window's
+edge also gets seen with context on both sides; its final score is its best over windows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+
+@dataclass
+class Window:
+    input_ids: list[int]
+    token_type_ids: list[int]
+    line_of_token: list[int]  # per token: index of the window line it belongs to, -1 for query/specials
+    first_line: int  # 0-based index in the output of the window's first line
+    n_lines: int
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    max_length: int = 512
+    max_query_tokens: int = 64
+    max_tokens_per_line: int = 32
+    overlap_lines: int = 4
+
+
+def tokenize_lines(tokenizer: Any, lines: Sequence[str], max_tokens_per_line: int) -> list[list[int]]:
+    if not lines:
+        return []
+    encoded = tokenizer(list(lines), add_special_tokens=False, truncation=True, max_length=max_tokens_per_line,
+                        return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+    return [list(ids) for ids in encoded]
+
+
+def special_ids(tokenizer: Any) -> tuple[int, int]:
+    cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
+    sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
+    if cls_id is None or sep_id is None:
+        raise ValueError("the encoder's tokenizer needs a CLS/BOS and a SEP/EOS token to mark lines")
+    return cls_id, sep_id
+
+
+def build_windows(query_ids: Sequence[int], line_ids: Sequence[Sequence[int]], spec: WindowSpec,
+                  cls_id: int, sep_id: int) -> list[Window]:
+    """Greedy line-aligned windows within ``spec.max_length`` tokens, overlapping by whole lines."""
+    head = [cls_id, *list(query_ids)[: spec.max_query_tokens], sep_id]
+    budget = spec.max_length - len(head)
+    if budget < 2:
+        raise ValueError(f"max_length={spec.max_length} leaves no room for lines after the query")
+    windows: list[Window] = []
+    start = 0
+    n = len(line_ids)
+    while start < n or (n == 0 and not windows):
+        ids = list(head)
+        types = [0] * len(head)
+        owner = [-1] * len(head)
+        end = start
+        while end < n:
+            piece = list(line_ids[end])[: budget - 1] + [sep_id]  # a line never exceeds one window
+            if len(ids) + len(piece) > spec.max_length and end > start:
+                break
+            ids.extend(piece)
+            types.extend([1] * len(piece))
+            owner.extend([end - start] * len(piece))
+            end += 1
+        windows.append(Window(ids, types, owner, start, end - start))
+        if end >= n:
+            break
+        start = max(start + 1, end - spec.overlap_lines)
+    return windows
+
+
+def window_batch_tensors(windows: Sequence[Window], pad_id: int):
+    """Pad a list of windows into tensors (input_ids, attention_mask, token_type_ids, line_of_token)."""
+    import torch
+
+    width = max(len(w.input_ids) for w in windows)
+    size = (len(windows), width)
+    input_ids = torch.full(size, pad_id, dtype=torch.long)
+    attention = torch.zeros(size, dtype=torch.long)
+    types = torch.zeros(size, dtype=torch.long)
+    owner = torch.full(size, -1, dtype=torch.long)
+    for i, w in enumerate(windows):
+        k = len(w.input_ids)
+        input_ids[i, :k] = torch.tensor(w.input_ids)
+        attention[i, :k] = 1
+        types[i, :k] = torch.tensor(w.token_type_ids)
+        owner[i, :k] = torch.tensor(w.line_of_token)
+    return input_ids, attention, types, owner

@@ -1,0 +1,62 @@
+"""Encoder pruner pieces: windows, line pooling, calibration, gap bridging, and the backend's contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from squeez_ray.encoder.scoring import calibrate_threshold, select_lines
+from squeez_ray.encoder.windows import WindowSpec, build_windows
+
+
+def test_windows_cover_every_line_and_respect_length():
+    lines = [[7] * n for n in (3, 10, 1, 0, 25, 4, 4, 9)]
+    spec = WindowSpec(max_length=24, max_query_tokens=4, max_tokens_per_line=8, overlap_lines=1)
+    windows = build_windows([5, 5, 5, 5, 5, 5], lines, spec, cls_id=1, sep_id=2)
+    covered = set()
+    for w in windows:
+        assert len(w.input_ids) <= spec.max_length
+        assert w.input_ids[:6] == [1, 5, 5, 5, 5, 2]  # the query is capped at max_query_tokens
+        assert len(w.input_ids) == len(w.token_type_ids) == len(w.line_of_token)
+        covered.update(range(w.first_line, w.first_line + w.n_lines))
+        # every window line owns at least its marker token
+        assert set(t for t in w.line_of_token if t >= 0) == set(range(w.n_lines))
+    assert covered == set(range(len(lines)))
+    assert len(windows) > 2
+    # consecutive windows overlap by (up to) one line and always advance
+    for a, b in zip(windows, windows[1:]):
+        assert a.first_line < b.first_line <= a.first_line + a.n_lines
+
+
+def test_empty_output_still_gets_one_window():
+    windows = build_windows([5], [[]], WindowSpec(max_length=16), cls_id=1, sep_id=2)
+    assert len(windows) == 1 and windows[0].n_lines == 1 and windows[0].input_ids == [1, 5, 2, 2]
+
+
+def test_select_lines_threshold_and_bridging():
+    scores = np.array([0.9, 0.1, 0.8, 0.1, 0.1, 0.1, 0.7, 0.2])
+    assert select_lines(scores, 0.5, bridge_gap=0) == [1, 3, 7]
+    assert select_lines(scores, 0.5, bridge_gap=1) == [1, 2, 3, 7]
+    assert select_lines(scores, 0.5, bridge_gap=3) == [1, 2, 3, 4, 5, 6, 7]
+    assert select_lines(scores, 0.95, bridge_gap=3) == []  # nothing passes: an empty answer (negative)
+
+
+@pytest.mark.parametrize("target", [0.5, 0.8, 0.9, 1.0])
+def test_calibration_hits_target_recall(target):
+    rng = np.random.default_rng(0)
+    labels = [rng.random(200) < 0.1 for _ in range(20)]
+    scores = [np.where(y, rng.normal(0.7, 0.15, y.size), rng.normal(0.3, 0.15, y.size)) for y in labels]
+    result = calibrate_threshold(scores, labels, target)
+    flat_s, flat_y = np.concatenate(scores), np.concatenate(labels)
+    recall = (flat_s[flat_y] >= result["threshold"]).mean()
+    assert recall >= target and result["recall"] == pytest.approx(recall)
+    # it is the highest such threshold: any higher one misses the target
+    positives = flat_s[flat_y]
+    higher = positives[positives > result["threshold"]]
+    if higher.size:
+        assert (positives >= higher.min()).mean() < target
+
+
+def test_calibration_needs_positives():
+    with pytest.raises(ValueError, match="no positive lines"):
+        calibrate_threshold([np.array([0.1, 0.2])], [np.array([False, False])], 0.8)

@@ -1,0 +1,77 @@
+"""The encoder scorer on a tiny random BERT: windowed scoring, save/load, and the backend contract."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from squeez_ray.encoder.model import EncoderSettings, load_scorer, save_scorer  # noqa: E402
+from squeez_ray.encoder.scoring import score_lines, windows_for  # noqa: E402
+from squeez_ray.encoder.windows import WindowSpec, window_batch_tensors  # noqa: E402
+
+OUTPUT = "\n".join(["def alpha():", "    return 1", "", "class Beta:", "    pass", "x = alpha()", "print(x)"])
+
+
+@pytest.fixture(scope="module")
+def tiny_encoder(tmp_path_factory):
+    from squeez_ray.testing.tiny_encoder import build_tiny_encoder
+
+    return build_tiny_encoder(tmp_path_factory.mktemp("tiny-encoder"))
+
+
+def test_windowed_scores_equal_a_single_pass_on_short_input(tiny_encoder):
+    model, tokenizer, _ = load_scorer(tiny_encoder)
+    spec = WindowSpec(max_length=512)
+    n_lines, windows = windows_for(tokenizer, "where is Beta defined", OUTPUT, spec)
+    assert len(windows) == 1 and n_lines == 7
+    ids, mask, types, owner = window_batch_tensors(windows, 0)
+    with torch.inference_mode():
+        direct = torch.sigmoid(model(ids, mask, types, owner, n_lines)).numpy()[0]
+    batched = score_lines(model, tokenizer, spec, [("where is Beta defined", OUTPUT)] * 3, dtype="float32")
+    for scores in batched:
+        np.testing.assert_allclose(scores, direct, rtol=1e-5, atol=1e-6)
+
+
+def test_long_output_takes_each_lines_best_window(tiny_encoder):
+    model, tokenizer, _ = load_scorer(tiny_encoder)
+    long_output = "\n".join(f"line {i} value_{i}" for i in range(300))
+    spec = WindowSpec(max_length=64, overlap_lines=3)
+    _, windows = windows_for(tokenizer, "value_150", long_output, spec)
+    assert len(windows) >= 3
+    scores = score_lines(model, tokenizer, spec, [("value_150", long_output)], dtype="float32")[0]
+    assert scores.shape == (300,) and np.all(scores > 0)  # every line was scored by some window
+    # a line seen by two windows keeps the larger of its two scores
+    a, b = windows[0], windows[1]
+    shared = a.first_line + a.n_lines - 1
+    assert b.first_line <= shared
+    per_window = []
+    for w in (a, b):
+        ids, mask, types, owner = window_batch_tensors([w], 0)
+        with torch.inference_mode():
+            per_window.append(torch.sigmoid(model(ids, mask, types, owner, w.n_lines)).numpy()[0][shared - w.first_line])
+    assert scores[shared] == pytest.approx(max(per_window), rel=1e-5)
+
+
+def test_checkpoint_round_trip_and_backend_returns_only_input_lines(tiny_encoder, tmp_path):
+    from squeez_ray.backends import build_pruner
+
+    model, tokenizer, _ = load_scorer(tiny_encoder)
+    save_scorer(model, tokenizer, EncoderSettings(threshold=0.0, bridge_gap=1, base_model="tiny"), tmp_path / "ckpt")
+    pruner = build_pruner("encoder", model=str(tmp_path / "ckpt"), dtype="float32")
+    result = pruner.prune("where is Beta", OUTPUT, fail_open=False)
+    source = OUTPUT.split("\n")
+    assert result.pruned and result.total_lines == 7
+    assert set(result.text.split("\n")) <= set(source)
+    assert result.kept_lines == 7  # threshold 0 keeps every line
+    strict = build_pruner("encoder", model=str(tmp_path / "ckpt"), threshold=1.01, dtype="float32")
+    empty = strict.prune("where is Beta", OUTPUT, fail_open=False)
+    assert empty.pruned and empty.kept_lines == 0 and empty.spans == [] and empty.text == ""
+
+
+def test_backend_without_model_says_how_to_configure():
+    from squeez_ray.backends import build_pruner
+
+    with pytest.raises(ValueError, match="--model DIR"):
+        build_pruner("encoder")
