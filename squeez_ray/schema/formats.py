@@ -1,0 +1,205 @@
+"""Row converters between the canonical labelled row and the other shapes we import and export.
+
+- ``cases``: the hand-labelled cases of ``../shared/eval`` (``id, tool, query, output, gold``, with
+  optional ``source`` (how the output was produced: kept as our ``command``) and ``notes``).
+- ``squeez``: the released Squeez SFT rows: ``prompt`` (ChatML text or chat messages holding
+  ``<query>``, optional ``<background_task>``, ``<tool_output>``), ``response`` (the
+  ``<relevant_lines>`` target or the legacy JSON ``{"relevant_lines": [...]}``) and ``metadata``.
+  Spans are recovered by finding the target lines in the tool output, in order.
+- ``canonical``: the contract itself (``gold_spans`` present).
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, parse_target, render_target
+from squeez_ray.schema.contracts import DataError, RowChecker, check_example
+from squeez_ray.spans import kept_text, split_lines
+
+FORMATS = ("canonical", "cases", "squeez")
+
+
+def detect_format(columns: set[str], path: str | Path | None) -> str:
+    """Which shape rows with these columns have; a DataError naming what is missing otherwise."""
+    if "gold_spans" in columns:
+        return "canonical"
+    if {"prompt", "response"} <= columns:
+        return "squeez"
+    if {"output", "gold"} <= columns:
+        return "cases"
+    raise DataError(
+        f"cannot tell the row format from its columns ({', '.join(sorted(columns)) or 'none'}): expected "
+        "'gold_spans' (canonical rows), 'prompt' + 'response' (Squeez rows) or 'output' + 'gold' (cases)",
+        path=path, row=1)
+
+
+def from_row(raw: Any, fmt: str, *, path: str | Path | None, row: int, source: str | None = None) -> dict[str, Any]:
+    """Any supported row shape -> one checked canonical row."""
+    if not isinstance(raw, Mapping):
+        raise DataError(f"expected an object with fields, got {type(raw).__name__}", path=path, row=row)
+    if fmt == "canonical":
+        return check_example(raw, path=path, row=row)
+    if fmt == "cases":
+        return from_cases_row(raw, path=path, row=row, source=source or "cases")
+    if fmt == "squeez":
+        return from_squeez_row(raw, path=path, row=row)
+    raise ValueError(f"unknown row format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+# ----- cases ---------------------------------------------------------------------------------------
+
+def from_cases_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int, source: str) -> dict[str, Any]:
+    c = RowChecker({"instance_id": raw.get("id"), **raw}, path, row)
+    for required in ("id", "tool", "query", "output", "gold"):
+        if raw.get(required) is None:
+            raise c.error(required, "is missing (required in the cases format)")
+    return check_example({
+        "instance_id": raw["id"], "source": source, "tool_type": raw["tool"], "query": raw["query"],
+        "tool_output": raw["output"], "gold_spans": raw["gold"], "command": raw.get("source"),
+        "notes": raw.get("notes"),
+    }, path=path, row=row)
+
+
+def to_cases_row(example: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "id": example["instance_id"], "tool": example["tool_type"], "query": example["query"],
+        "output": example["tool_output"],
+        "gold": [[s["start_line"], s["end_line"]] for s in example["gold_spans"]],
+    }
+    if example.get("command") is not None:
+        out["source"] = example["command"]
+    if example.get("notes") is not None:
+        out["notes"] = example["notes"]
+    return out
+
+
+# ----- Squeez prompt / response ---------------------------------------------------------------------
+
+# Canonical fields the prompt and response cannot hold travel in ``metadata``.
+_METADATA_FIELDS = ("instance_id", "source", "tool_type", "is_irrelevant", "command", "repo", "split",
+                    "split_group_id", "notes")
+
+
+def from_squeez_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int) -> dict[str, Any]:
+    metadata = raw.get("metadata")
+    if isinstance(metadata, str):
+        try:
+            metadata = json.loads(metadata)
+        except json.JSONDecodeError as error:
+            raise DataError(f"is text but not JSON: {error.msg}", path=path, row=row, field="metadata") from None
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise DataError(f"expected an object, got {type(metadata).__name__}", path=path, row=row, field="metadata")
+    # Row-level fields win over metadata: some exports put instance_id / tool_type at the top level.
+    fields = {**(metadata or {}), **{k: v for k, v in raw.items() if k in _METADATA_FIELDS and v is not None}}
+    c = RowChecker(fields, path, row)
+    user = _user_text(raw.get("prompt"), c)
+    tool_output = _tag(user, "tool_output", last_close=True)
+    if tool_output is None:
+        raise c.error("prompt", "holds no <tool_output>...</tool_output> block")
+    head = user[:user.find("<tool_output>")]  # the output may print tag names itself: look before it
+    query = _tag(head, "query")
+    if query is None:  # older Squeez rows conditioned on the task description instead of a focused query
+        query = _tag(head, "task")
+    if query is None:
+        raise c.error("prompt", "holds neither a <query> nor a <task> block")
+    response = raw.get("response")
+    if not isinstance(response, str):
+        raise c.error("response", f"expected text, got {type(response).__name__}")
+    target = parse_target(response)
+    if target.format == "bare":
+        raise c.error("response", "holds neither <relevant_lines> tags nor a JSON {\"relevant_lines\": [...]} target")
+    if not target.complete:
+        raise c.error("response", "the closing </relevant_lines> tag is missing (truncated target?)")
+    line_numbers = locate_lines(target.lines, split_lines(tool_output), c)
+    return check_example({
+        **fields, "query": query, "background_task": _tag(head, "background_task"), "tool_output": tool_output,
+        "gold_spans": [[n, n] for n in line_numbers], "tool_type": fields.get("tool_type") or "unknown",
+        "instance_id": fields.get("instance_id") or f"row-{row}",
+    }, path=path, row=row, defaults={"source": "squeez"})
+
+
+def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker) -> list[int]:
+    """1-based source line numbers of the target lines, each found after the previous one.
+
+    Earliest match first (which finds a match whenever one exists in order); a line that differs
+    only in trailing whitespace is accepted because some exports strip it. Anything else is an error:
+    a target line that is not in the source would make the label a lie.
+    """
+    exact: dict[str, list[int]] = {}
+    loose: dict[str, list[int]] = {}
+    for i, line in enumerate(source):
+        exact.setdefault(line, []).append(i)
+        loose.setdefault(line.rstrip(), []).append(i)
+    found: list[int] = []
+    previous = -1
+    for k, line in enumerate(target, 1):
+        index = _first_after(exact.get(line), previous)
+        if index is None:
+            index = _first_after(loose.get(line.rstrip()), previous)
+        if index is None:
+            where = f"after source line {previous + 1}" if previous >= 0 else "anywhere"
+            raise checker.error("response", f"target line {k} {line[:80]!r} is not a line of the tool output "
+                                            f"({where}); targets must copy source lines verbatim and in order")
+        found.append(index + 1)
+        previous = index
+    return found
+
+
+def _first_after(positions: list[int] | None, previous: int) -> int | None:
+    if not positions:
+        return None
+    at = bisect.bisect_right(positions, previous)
+    return positions[at] if at < len(positions) else None
+
+
+def _user_text(prompt: Any, c: RowChecker) -> str:
+    if isinstance(prompt, list):  # chat messages: the last user turn holds the tags
+        users = [m.get("content") for m in prompt if isinstance(m, Mapping) and m.get("role") == "user"]
+        if not users or not isinstance(users[-1], str):
+            raise c.error("prompt", "is a message list without a user message holding text")
+        return c.utf8("prompt", users[-1])
+    if not isinstance(prompt, str):
+        raise c.error("prompt", f"expected ChatML text or a list of chat messages, got {type(prompt).__name__}")
+    c.utf8("prompt", prompt)
+    start = prompt.rfind("<|im_start|>user")
+    return prompt[start:] if start >= 0 else prompt  # the system turn may quote tag names; skip it
+
+
+def _tag(text: str, name: str, *, last_close: bool = False) -> str | None:
+    """The body of ``<name>...</name>``, minus the one newline the released layout puts inside each tag.
+
+    ``last_close`` takes the last closing tag: a tool output may itself print the tag name.
+    """
+    open_tag, close_tag = f"<{name}>", f"</{name}>"
+    start = text.find(open_tag)
+    if start < 0:
+        return None
+    start += len(open_tag)
+    end = text.rfind(close_tag) if last_close else text.find(close_tag, start)
+    if end < start:
+        return None
+    body = text[start:end]
+    body = body[1:] if body.startswith("\n") else body
+    return body[:-1] if body.endswith("\n") else body
+
+
+def to_squeez_row(example: Mapping[str, Any], system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> dict[str, Any]:
+    """The released SFT layout: ChatML prompt (newline inside each tag), XML target, metadata."""
+    user = f"<query>\n{example['query']}\n</query>\n"
+    if example.get("background_task"):
+        user += f"<background_task>\n{example['background_task']}\n</background_task>\n"
+    user += f"<tool_output>\n{example['tool_output']}\n</tool_output>"
+    prompt = (f"<|im_start|>system\n{system_prompt}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
+              "<|im_start|>assistant\n")
+    lines = split_lines(example["tool_output"])
+    spans = [(s["start_line"], s["end_line"]) for s in example["gold_spans"]]
+    kept = kept_text(lines, spans).split("\n") if spans else []
+    metadata = {k: example.get(k) for k in _METADATA_FIELDS}
+    metadata["num_total_lines"] = len(lines)
+    metadata["num_relevant_lines"] = len(kept)
+    return {"prompt": prompt, "response": render_target(kept), "metadata": metadata}
