@@ -115,12 +115,30 @@ def from_squeez_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int
         raise c.error("response", "holds neither <relevant_lines> tags nor a JSON {\"relevant_lines\": [...]} target")
     if not target.complete:
         raise c.error("response", "the closing </relevant_lines> tag is missing (truncated target?)")
-    line_numbers = locate_lines(target.lines, split_lines(tool_output), c)
+    lines = split_lines(tool_output)
+    spans = _spans_from_metadata(metadata, lines, target.lines, c)
+    if spans is None:
+        spans = [[n, n] for n in locate_lines(target.lines, lines, c)]
     return check_example({
         **fields, "query": query, "background_task": _tag(head, "background_task"), "tool_output": tool_output,
-        "gold_spans": [[n, n] for n in line_numbers], "tool_type": fields.get("tool_type") or "unknown",
+        "gold_spans": spans, "tool_type": fields.get("tool_type") or "unknown",
         "instance_id": fields.get("instance_id") or f"row-{row}",
     }, path=path, row=row, defaults={"source": "squeez"})
+
+
+def _spans_from_metadata(metadata: Mapping[str, Any] | None, lines: list[str], target: list[str],
+                         c: RowChecker) -> list[Any] | None:
+    """Our own exports keep the exact spans in metadata (text alone cannot say which of two equal lines
+    was meant); they must cut exactly the response's lines, or the row contradicts itself."""
+    spans = (metadata or {}).get("gold_spans")
+    if spans is None:
+        return None
+    field = "metadata.gold_spans"
+    checked = RowChecker({field: spans, "instance_id": c.instance_id}, c.path, c.row).spans(field, "\n".join(lines))
+    pairs = [(s["start_line"], s["end_line"]) for s in checked]
+    if (kept_text(lines, pairs).split("\n") if pairs else []) != list(target):
+        raise c.error(field, "do not cut the lines the response holds")
+    return spans
 
 
 def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker) -> list[int]:
@@ -200,6 +218,7 @@ def to_squeez_row(example: Mapping[str, Any], system_prompt: str = DEFAULT_SYSTE
     spans = [(s["start_line"], s["end_line"]) for s in example["gold_spans"]]
     kept = kept_text(lines, spans).split("\n") if spans else []
     metadata = {k: example.get(k) for k in _METADATA_FIELDS}
+    metadata["gold_spans"] = [dict(s) for s in example["gold_spans"]]
     metadata["num_total_lines"] = len(lines)
     metadata["num_relevant_lines"] = len(kept)
     return {"prompt": prompt, "response": render_target(kept), "metadata": metadata}
