@@ -15,6 +15,10 @@ def main(argv: list[str] | None = None) -> int:
         from squeez_ray.evaluate.cli_eval import main as eval_main
 
         return eval_main(argv[1:])
+    if argv[:1] == ["show"]:
+        from squeez_ray.infer.cli_prune import show_main
+
+        return show_main(argv[1:])
     from squeez_ray.infer.cli_prune import main as prune_main
 
     return prune_main(argv)

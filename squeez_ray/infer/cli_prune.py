@@ -1,0 +1,399 @@
+"""``some_command | squeez "what I need"``: prune one tool output on the command line.
+
+Contract (what an agent's pipe can rely on):
+
+- stdout carries only the answer: the kept source lines, verbatim (byte-exact, even for lines that
+  are not valid UTF-8), then one footer line ``[squeez: kept K of N lines ...; full output: squeez
+  show ID]``. Anything a backend or engine prints (vLLM logs to stdout) is sent to stderr instead.
+- Fail-open: a backend error or a timeout passes the full output through unchanged, exit 0, with a
+  note on stderr; ``--strict`` makes those exit 1 with nothing on stdout. ``--timeout`` bounds the
+  whole call, engine start included.
+- Nothing is pruned, and the bytes pass through untouched (exit 0), when the output has fewer than
+  ``min_lines`` lines (default 20), is empty, is binary (holds a NUL byte), or is larger than
+  ``max_input_mb`` (streamed, so memory stays flat).
+- Configuration errors exit 2 with a message saying how to fix them, and still pass the input
+  through (unless ``--strict``) so a pipe never loses output. There is deliberately no default
+  backend: a command that silently answered with BM25 when the user believes a model is pruning
+  would drop the lines they need without telling them. With nothing configured the message lists
+  ``--backend vllm --model DIR``, ``--backend openai --server-url URL``, ``--backend server`` and
+  ``--backend bm25``.
+- The full output of every pruned call is kept in a local store (``store.py``) and ``squeez show
+  ID`` prints it back byte-exact.
+
+Exit codes: 0 answered (pruned or passed through), 1 backend failure under ``--strict``, 2 usage
+or configuration error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+from squeez_ray.backends import add_backend_arguments, build_pruner
+from squeez_ray.config import ConfigError
+from squeez_ray.infer import settings as settings_mod
+from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
+from squeez_ray.infer.store import OutputStore, StoreError
+from squeez_ray.spans import normalize_spans, render, split_lines
+
+EXIT_OK, EXIT_BACKEND, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+_CHUNK = 1 << 20
+
+
+class UsageError(Exception):
+    """A problem the user fixes on the command line or in the config (exit 2)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="squeez", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep only the lines of a tool output that answer a query (verbatim).",
+        epilog="examples:\n  pytest -q 2>&1 | squeez \"which test failed and why\"\n"
+               "  squeez --input-file build.log --json \"the first compiler error\"\n"
+               "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n\n"
+               "Settings: flags > SQUEEZ_* environment > config file ($SQUEEZ_CONFIG or "
+               "~/.config/squeez/config.yaml) > defaults.")
+    parser.add_argument("query", nargs="?", help="what the agent needs from this output")
+    parser.add_argument("--input-file", help="read the tool output from this file instead of stdin")
+    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
+                        help="prefix kept lines with their source line number")
+    parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
+                        help="show '... [N lines omitted]' where lines were cut")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (spans, text, counts, store_id)")
+    parser.add_argument("--stats", action="store_true", help="print lines / tokens kept and latency to stderr")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="a backend error or timeout exits 1 instead of passing the output through")
+    parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
+    parser.add_argument("--store", dest="store_outputs", action=argparse.BooleanOptionalAction, default=None,
+                        help="keep the full output for `squeez show ID` (default: on)")
+    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    add_backend_arguments(parser)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    with _reserved_stdout() as out:
+        try:
+            return _Run(args, out).run()
+        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+            with contextlib.suppress(OSError):
+                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
+            return EXIT_OK
+        except KeyboardInterrupt:
+            return EXIT_INTERRUPTED
+
+
+@dataclass
+class _Input:
+    data: bytes  # the bytes read (a prefix only when ``rest`` is set)
+    rest: IO[bytes] | None = None  # still unread: the input was over max_input_mb and is streamed
+
+
+class _Run:
+    """One invocation. Once the watchdog runs, ``_claim`` makes sure exactly one answer reaches
+    stdout, even when it and the main thread finish at the same moment."""
+
+    def __init__(self, args: argparse.Namespace, out: IO[bytes]):
+        self.args = args
+        self.out = out
+        self.started = time.perf_counter()
+        self._answered = threading.Lock()
+        self.settings: Any = None
+        self.input = _Input(b"")
+        self.load_s = 0.0
+
+    # -- flow -------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        config_error = None
+        try:
+            self.settings = settings_mod.resolve(self._cli_settings(), config_path=self.args.config)
+        except ConfigError as error:
+            config_error = str(error)
+        max_mb = self.settings.max_input_mb if self.settings else settings_mod.CommandSettings.max_input_mb
+        try:
+            self.input = self._read_input(int(max_mb * (1 << 20)))
+        except UsageError as error:
+            _note(str(error))
+            return EXIT_USAGE
+        if config_error is None and not (self.args.query or "").strip():
+            config_error = "a query is required: some_command | squeez \"what you need from its output\""
+        if config_error is None:
+            config_error = settings_mod.missing_model_message(self.settings)
+        if config_error is not None:
+            return self._usage_error(config_error)
+
+        data = self.input.data
+        if self.input.rest is not None:
+            return self._pass_through(f"input is over max_input_mb={self.settings.max_input_mb:g}: passed through "
+                                      "unpruned", quiet=False)
+        if not data:
+            return self._answer_empty()
+        if b"\0" in data:
+            return self._pass_through("binary input (it holds NUL bytes): passed through unpruned", quiet=False,
+                                      keep=self.args.json)
+        n_lines = data.count(b"\n") + 1
+        if n_lines < self.settings.min_lines:
+            return self._pass_through(f"{n_lines} lines, below min_lines={self.settings.min_lines}: passed through "
+                                      "unpruned", quiet=True)
+        return self._prune()
+
+    def _prune(self) -> int:
+        s = self.settings
+        text = self.input.data.decode("utf-8", errors="replace")  # what the model reads
+        watchdog = threading.Timer(s.timeout_s, self._on_timeout)
+        watchdog.daemon = True
+        watchdog.start()
+        pruner = None
+        try:
+            failure = result = None
+            try:
+                load_started = time.perf_counter()
+                pruner = build_pruner(s.backend, settings_mod.backend_options(s))
+                self.load_s = time.perf_counter() - load_started
+                render_options = RenderOptions(line_numbers=s.line_numbers, markers=s.markers)
+                result = pruner.prune_batch([PruneRequest(self.args.query, text, s.tool_type)],
+                                            render_options=render_options, fail_open=False)[0]
+                if result.pruned:  # spans over another text would be a backend bug: fail open, never mis-cut
+                    result.spans = [list(span) for span in normalize_spans(result.spans, len(split_lines(text)))]
+                else:
+                    failure = f"backend {s.backend} did not prune ({result.reason})"
+            except Exception as error:  # the fail-open boundary: say what was swallowed
+                failure = f"backend {s.backend} failed ({type(error).__name__}: {error})"
+            watchdog.cancel()
+            if not self._claim():  # the watchdog is answering and will end the process
+                threading.Event().wait()
+            if failure is not None:
+                return self._backend_failed(failure)
+            return self._answer_pruned(result)
+        finally:
+            watchdog.cancel()
+            self.out.flush()
+            if pruner is not None:
+                with contextlib.suppress(Exception):
+                    pruner.close()
+
+    # -- answers ----------------------------------------------------------------------------------
+
+    def _answer_pruned(self, result: PruneResult) -> int:
+        s = self.settings
+        stored_id, store_note = self._keep_full_output()
+        if self.args.json:
+            self._write_json(result, stored_id)
+        else:
+            # Cut from the source's own bytes: lines that were not valid UTF-8 come back unchanged.
+            exact_lines = split_lines(self.input.data.decode("utf-8", errors="surrogateescape"))
+            body = render(exact_lines, result.spans, line_numbers=s.line_numbers, markers=s.markers)
+            if result.kept_lines:  # (a single kept empty line still gets its newline)
+                self.out.write(body.encode("utf-8", errors="surrogateescape") + b"\n")
+            self.out.write(self._footer(result, stored_id, store_note).encode() + b"\n")
+        self.out.flush()
+        if store_note:
+            _note(store_note)
+        self._stats(result)
+        return EXIT_OK
+
+    def _footer(self, result: PruneResult, stored_id: str | None, store_note: str | None) -> str:
+        kept = (f"no lines matched the query; 0 of {result.total_lines} lines kept" if not result.kept_lines else
+                f"kept {result.kept_lines} of {result.total_lines} lines")
+        if stored_id:
+            where = f"full output: squeez show {stored_id}"
+        else:
+            where = "full output not kept (" + (store_note or "store disabled") + ")"
+        return f"[squeez: {kept} ({self.settings.backend}); {where}]"
+
+    def _keep_full_output(self) -> tuple[str | None, str | None]:
+        s = self.settings
+        if not s.store_outputs:
+            return None, None
+        try:
+            return _open_store(s).put(self.input.data).id, None
+        except StoreError as error:
+            return None, f"store: {error}"
+
+    def _pass_through(self, reason: str, *, quiet: bool, keep: bool = False) -> int:
+        """The whole input, unchanged (or as JSON), exit 0; ``keep`` stores it when JSON cannot hold it exactly."""
+        if self.args.json:
+            stored_id = self._keep_full_output()[0] if keep else None
+            self._write_json(unpruned_result(self._read_rest_text(), reason, model=self.settings.backend), stored_id)
+        else:
+            self.out.write(self.input.data)
+            if self.input.rest is not None:
+                shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
+        self.out.flush()
+        if not quiet or self.args.stats:
+            _note(reason)
+        return EXIT_OK
+
+    def _backend_failed(self, reason: str) -> int:
+        if self.settings.strict:
+            _note(reason + " (--strict: no output)")
+            return EXIT_BACKEND
+        return self._pass_through(reason + "; passed the full output through", quiet=False)
+
+    def _usage_error(self, message: str) -> int:
+        strict = self.settings.strict if self.settings else bool(self.args.strict)
+        if strict or self.input.rest is None and not self.input.data:
+            _note(message)
+        else:
+            self.out.write(self.input.data)
+            if self.input.rest is not None:
+                shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
+            self.out.flush()
+            _note(message + "\n(the full output was passed through unpruned)")
+        return EXIT_USAGE
+
+    def _answer_empty(self) -> int:
+        if self.args.json:
+            empty = PruneResult(spans=[], kept_lines=0, total_lines=0, text="", pruned=False, reason="empty input",
+                                model=self.settings.backend)
+            self._write_json(empty, None)
+        _note("empty input: nothing to prune (did the command before the pipe write to stderr?)")
+        return EXIT_OK
+
+    def _on_timeout(self) -> None:
+        """Watchdog thread: answer with the full output and end the process, whatever the backend is doing.
+
+        The backend runs in the main thread (engines install signal handlers and want it); a
+        blocked C call cannot be interrupted, so the process exits with ``os._exit`` once the
+        answer is flushed.
+        """
+        if not self._claim():  # the main thread is already answering
+            return
+        reason = f"backend {self.settings.backend} timed out after {self.settings.timeout_s:g} s"
+        code = self._backend_failed(reason)
+        with contextlib.suppress(Exception):
+            self.out.flush()
+            sys.stderr.flush()
+        os._exit(code)
+
+    # -- helpers ----------------------------------------------------------------------------------
+
+    def _claim(self) -> bool:
+        """True for the first caller only: the one that may write the answer."""
+        return self._answered.acquire(blocking=False)
+
+    def _write_json(self, result: PruneResult, stored_id: str | None) -> None:
+        payload = result.to_dict()
+        payload["store_id"] = stored_id
+        self.out.write(json.dumps(payload, ensure_ascii=False).encode("utf-8", errors="replace") + b"\n")
+
+    def _read_rest_text(self) -> str:
+        data = self.input.data + (self.input.rest.read() if self.input.rest is not None else b"")
+        self.input = _Input(data)
+        return data.decode("utf-8", errors="replace")
+
+    def _stats(self, result: PruneResult) -> None:
+        if not self.args.stats:
+            return
+        total_chars = len(self.input.data.decode("utf-8", errors="replace"))
+        kept_chars = sum(len(line) + 1 for line in _kept_lines(self.input.data, result.spans))
+        elapsed_ms = (time.perf_counter() - self.started) * 1000
+        model_tokens = (f"; model tokens in {result.input_tokens}, out {result.output_tokens}"
+                        if result.input_tokens or result.output_tokens else "")
+        _note(f"{self.settings.backend} kept {result.kept_lines}/{result.total_lines} lines "
+              f"({_share(result.kept_lines, result.total_lines)}), ~{kept_chars // 4}/{total_chars // 4} tokens "
+              f"(characters/4){model_tokens}; {elapsed_ms:.0f} ms total, backend start "
+              f"{getattr(self, 'load_s', 0) * 1000:.0f} ms, pruning {result.latency_ms:.0f} ms")
+
+    def _cli_settings(self) -> dict[str, Any]:
+        a = vars(self.args)
+        flags = {name: a.get(name) for name in settings_mod.FIELDS if name in a}
+        return flags
+
+    def _read_input(self, limit: int) -> _Input:
+        if self.args.input_file:
+            try:
+                handle = open(self.args.input_file, "rb")
+            except OSError as error:
+                raise UsageError(f"cannot read --input-file {self.args.input_file}: {error.strerror}") from None
+        else:
+            if sys.stdin is None or sys.stdin.isatty():
+                raise UsageError("no input: pipe a command's output into squeez (cmd | squeez \"query\") "
+                                 "or pass --input-file FILE")
+            handle = sys.stdin.buffer
+        data = handle.read(limit + 1)
+        if len(data) > limit:
+            return _Input(data, rest=handle)
+        return _Input(data)
+
+
+def _kept_lines(data: bytes, spans: list[list[int]]) -> Iterator[str]:
+    lines = split_lines(data.decode("utf-8", errors="replace"))
+    for start, end in spans:
+        yield from lines[start - 1:end]
+
+
+def _share(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "n/a"
+
+
+def _note(message: str) -> None:
+    print(f"squeez: {message}", file=sys.stderr, flush=True)
+
+
+def _open_store(settings: Any) -> OutputStore:
+    root = settings.store_dir or settings_mod.default_store_dir(os.environ)
+    return OutputStore(root, int(settings.store_max_mb * (1 << 20)))
+
+
+@contextlib.contextmanager
+def _reserved_stdout() -> Iterator[IO[bytes]]:
+    """Keep the real stdout for the answer; send fd 1 (and ``print``) to stderr meanwhile.
+
+    Engines log to stdout (vLLM does by default) and their worker processes inherit fd 1: without
+    this, log lines would land in the agent's pruned output.
+    """
+    sys.stdout.flush()
+    try:
+        saved = os.dup(1)
+        os.dup2(2, 1)
+    except (OSError, ValueError):  # no fd 1 / 2 (closed, or an embedding without real fds)
+        yield sys.stdout.buffer
+        return
+    python_stdout = sys.stdout
+    sys.stdout = sys.stderr
+    answer = os.fdopen(os.dup(saved), "wb")
+    try:
+        yield answer
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            answer.close()
+        sys.stdout = python_stdout
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def show_main(argv: list[str]) -> int:
+    """``squeez show ID``: print a stored full output, byte-exact."""
+    parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
+                                     epilog="To prune with the query 'show', write: squeez -- show")
+    parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
+    parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
+        data = _open_store(settings).get(args.id)
+    except (ConfigError, StoreError) as error:
+        _note(str(error))
+        return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_BACKEND
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK

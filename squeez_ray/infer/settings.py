@@ -1,0 +1,214 @@
+"""Settings of the ``squeez`` command: CLI flags > environment (``SQUEEZ_*``) > config file > defaults.
+
+The config file is YAML (``$SQUEEZ_CONFIG``, else ``$XDG_CONFIG_HOME/squeez/config.yaml``, else
+``~/.config/squeez/config.yaml``; a missing default file is fine, a missing named file is an
+error). It is flat: the command's own keys (``backend``, ``markers``, ``store_dir``, ...) and every
+``BackendOptions`` field (``model``, ``server_url``, ``system_prompt``, ``engine_kwargs``, ...), so
+that a released checkpoint can be served with the prompt it was trained with::
+
+    backend: vllm
+    model: /models/squeez-2b
+    system_prompt: "..."
+
+Every field can also come from ``SQUEEZ_<FIELD>`` (``SQUEEZ_MODEL``, ``SQUEEZ_MIN_LINES``, ...), plus
+the short names ``SQUEEZ_TIMEOUT`` (``timeout_s``) and ``SQUEEZ_STORE`` (``store_dir``). Errors name
+the file or variable, the key, the value and what was allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.backends import BACKENDS, BackendOptions
+from squeez_ray.config import ConfigError, load_config
+
+# Backends that need a local checkpoint, and those that need a server.
+MODEL_BACKENDS = ("vllm", "transformers", "encoder")
+SERVER_BACKENDS = ("openai", "server")
+
+
+@dataclasses.dataclass
+class CommandSettings:
+    """The command's own knobs (the backend's knobs are BackendOptions fields, merged in below)."""
+
+    backend: str | None = None  # None: nothing configured, the command explains how to configure one
+    line_numbers: bool = False
+    markers: bool = False
+    strict: bool = False  # backend error / timeout -> exit 1 instead of passing the output through
+    tool_type: str | None = None
+    store_outputs: bool = True  # keep the full output of each pruned call for `squeez show ID`
+    store_dir: str | None = None  # None: ~/.cache/squeez/store
+    store_max_mb: float = 256.0  # oldest entries are evicted beyond this
+    # Inputs bigger than this are streamed through unpruned: no backend prunes them inside any sane
+    # timeout, and streaming keeps memory flat however large the input is.
+    max_input_mb: float = 16.0
+
+
+# Differences from BackendOptions' defaults, for an interactive pipe rather than a bulk job.
+COMMAND_DEFAULTS: dict[str, Any] = {
+    # Below ~20 lines an output fits in one glance (a few hundred tokens): pruning saves less than
+    # the model call costs in latency, and risks cutting the one line that mattered.
+    "min_lines": 20,
+    # The whole call (engine start included) must finish in this time or the output passes through.
+    "timeout_s": 60.0,
+}
+
+ENV_ALIASES = {"timeout_s": "SQUEEZ_TIMEOUT", "store_dir": "SQUEEZ_STORE"}
+
+
+def _make_settings_class() -> type:
+    """One flat dataclass: CommandSettings fields + BackendOptions fields (so the file stays flat)."""
+    specs = []
+    for cls in (CommandSettings, BackendOptions):
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if f.name in COMMAND_DEFAULTS:
+                default = dataclasses.field(default=COMMAND_DEFAULTS[f.name])
+            elif f.default_factory is not dataclasses.MISSING:
+                default = dataclasses.field(default_factory=f.default_factory)
+            else:
+                default = dataclasses.field(default=f.default)
+            specs.append((f.name, hints[f.name], default))
+    return dataclasses.make_dataclass("Settings", specs, namespace={"validate": _validate})
+
+
+def _validate(self: Any) -> list[str]:
+    problems = []
+    if self.backend is not None and self.backend not in BACKENDS:
+        problems.append(f"backend: {self.backend!r} is not a backend (choose one of: {', '.join(BACKENDS)})")
+    # Wrong types were already reported by the loader; only check the range of real numbers here.
+    def number(name: str) -> float | None:
+        value = getattr(self, name)
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    for name in ("timeout_s", "store_max_mb", "max_input_mb"):
+        value = number(name)
+        if value is not None and value <= 0:
+            problems.append(f"{name}: must be > 0, got {value!r}")
+    value = number("min_lines")
+    if value is not None and value < 0:
+        problems.append(f"min_lines: must be >= 0, got {value!r}")
+    return problems
+
+
+Settings = _make_settings_class()
+FIELDS: dict[str, Any] = typing.get_type_hints(Settings)
+
+
+def env_name(field: str) -> str:
+    return ENV_ALIASES.get(field, "SQUEEZ_" + field.upper())
+
+
+def default_config_path(env: typing.Mapping[str, str]) -> Path:
+    base = env.get("XDG_CONFIG_HOME") or str(Path(env.get("HOME") or Path.home()) / ".config")
+    return Path(base) / "squeez" / "config.yaml"
+
+
+def default_store_dir(env: typing.Mapping[str, str]) -> Path:
+    base = env.get("XDG_CACHE_HOME") or str(Path(env.get("HOME") or Path.home()) / ".cache")
+    return Path(base) / "squeez" / "store"
+
+
+def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | None = None,
+            config_path: str | None = None) -> Any:
+    """The merged Settings; ``cli`` holds only the flags the user gave (None means not given).
+
+    Raises ConfigError naming the file / variable and key of every problem found.
+    """
+    env = os.environ if env is None else env
+    explicit = config_path or env.get("SQUEEZ_CONFIG")
+    path = Path(explicit).expanduser() if explicit else default_config_path(env)
+    if explicit or path.is_file():
+        settings = load_config(Settings, path)  # errors name the file and the key
+    else:
+        settings = Settings()
+    problems: list[str] = []
+    for name, value in _env_values(env, problems).items():
+        setattr(settings, name, value)
+    if problems:
+        raise ConfigError(problems, "from the environment")
+    for name, value in (cli or {}).items():
+        if name not in FIELDS:
+            raise KeyError(f"not a squeez setting: {name}")
+        if value is not None:
+            setattr(settings, name, value)
+    problems = settings.validate()
+    if problems:
+        raise ConfigError(problems)
+    return settings
+
+
+def _env_values(env: typing.Mapping[str, str], problems: list[str]) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for name, hint in FIELDS.items():
+        var = env_name(name)
+        raw = env.get(var)
+        if raw is None or raw == "":
+            continue
+        if _is_str(hint):  # keep strings as typed: an API key "0123" must not become a number
+            values[name] = raw
+            continue
+        try:
+            checked = load_config(Settings, None, {name: _parse_scalar(raw)})
+        except ConfigError as error:
+            problems.extend(f"{var}={raw!r}: {p.split(': ', 1)[-1]}" for p in error.problems)
+            continue
+        values[name] = getattr(checked, name)
+    return values
+
+
+def _is_str(hint: Any) -> bool:
+    return hint is str or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                           and set(typing.get_args(hint)) == {str, type(None)})
+
+
+def _parse_scalar(raw: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def backend_options(settings: Any) -> BackendOptions:
+    names = {f.name for f in dataclasses.fields(BackendOptions)}
+    return BackendOptions(**{n: getattr(settings, n) for n in names})
+
+
+def missing_model_message(settings: Any) -> str | None:
+    """Why the chosen backend cannot run as configured (and how to fix it), or None when it can."""
+    backend = settings.backend
+    if backend is None:
+        hint = ""
+        if settings.model:
+            hint = " (a model is set: add --backend vllm or --backend transformers)"
+        elif settings.server_url:
+            hint = " (a server URL is set: add --backend openai or --backend server)"
+        return ("no backend configured" + hint + ". Choose one:\n" + CONFIGURE_HELP)
+    if backend in MODEL_BACKENDS:
+        if not settings.model:
+            return (f"backend {backend!r} needs a checkpoint directory: pass --model DIR or set SQUEEZ_MODEL "
+                    f"(or 'model:' in the config file). Without a model, use --backend bm25.")
+        if "://" not in settings.model and not Path(settings.model).expanduser().exists():
+            return f"model directory {settings.model} does not exist (from --model / SQUEEZ_MODEL / config 'model')"
+    if backend in SERVER_BACKENDS and not settings.server_url:
+        return (f"backend {backend!r} needs a server: pass --server-url URL (and --server-model NAME) or set "
+                f"SQUEEZ_SERVER_URL. Without a server, use --backend bm25.")
+    return None
+
+
+CONFIGURE_HELP = """\
+  --backend vllm --model DIR            a Squeez checkpoint directory, run in this process (GPU: fast)
+  --backend transformers --model DIR    the same checkpoint through transformers (slower, no vLLM needed)
+  --backend openai --server-url URL --server-model NAME
+                                        an OpenAI-compatible server (e.g. vLLM) serving the checkpoint
+  --backend server --server-url URL     a squeez Serve endpoint (POST /v1/prune)
+  --backend bm25                        a lexical baseline: no model, much weaker recall
+Or set SQUEEZ_BACKEND / SQUEEZ_MODEL / SQUEEZ_SERVER_URL, or the same keys (backend, model,
+server_url, ...) in ~/.config/squeez/config.yaml (or the file named by $SQUEEZ_CONFIG)."""

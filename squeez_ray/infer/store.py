@@ -1,0 +1,126 @@
+"""The local store of full outputs, so that a pruned pipe never loses anything: ``squeez show ID``.
+
+One file per output, named by the SHA-256 of its bytes (the id shown is a 12-character prefix, and
+``show`` accepts any unique prefix, as git does). Content addressing makes concurrent squeez
+processes safe without coordination for writes: two processes storing the same output write the
+same bytes, each through a temporary file renamed into place (atomic), so a reader sees a whole
+file or none. Eviction (oldest modification time first, beyond a total size) takes an advisory
+lock so that two processes do not both evict for the same overflow; a file another process already
+removed is simply skipped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from squeez_ray.io_utils import write_bytes_atomic
+
+SHORT_ID = 12
+MIN_PREFIX = 4
+SUFFIX = ".out"
+# Temporary files of a crashed writer older than this are removed during eviction.
+STALE_TMP_S = 3600
+
+
+class StoreError(Exception):
+    """An id that is unknown or ambiguous, or a store that cannot be written."""
+
+
+@dataclass(frozen=True)
+class Stored:
+    id: str  # short id to show the user
+    path: Path
+
+
+class OutputStore:
+    def __init__(self, root: str | Path, max_bytes: int):
+        self.root = Path(root).expanduser()
+        self.max_bytes = int(max_bytes)
+
+    def put(self, data: bytes) -> Stored:
+        """Keep ``data``; returns its id. Storing the same bytes again refreshes their age."""
+        digest = hashlib.sha256(data).hexdigest()
+        path = self.root / (digest + SUFFIX)
+        if len(data) > self.max_bytes:
+            raise StoreError(f"output of {len(data)} bytes is larger than the whole store ({self.max_bytes} bytes)")
+        try:
+            write_bytes_atomic(path, data)  # rewriting identical bytes also makes it the newest entry
+        except OSError as error:
+            raise StoreError(f"cannot write to the store {self.root}: {error}") from None
+        self.evict(keep=path)
+        return Stored(digest[:SHORT_ID], path)
+
+    def get(self, ident: str) -> bytes:
+        return self.resolve(ident).read_bytes()
+
+    def resolve(self, ident: str) -> Path:
+        ident = ident.strip().lower()
+        if len(ident) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ident):
+            raise StoreError(f"{ident!r} is not a store id (ids are hex, at least {MIN_PREFIX} characters)")
+        matches = sorted(self.root.glob(ident + "*" + SUFFIX)) if self.root.is_dir() else []
+        if not matches:
+            raise StoreError(f"no output with id {ident} in {self.root} (it may have been evicted: the store "
+                             f"keeps the newest {self.max_bytes // (1 << 20)} MiB)")
+        if len(matches) > 1:
+            raise StoreError(f"id {ident} is ambiguous in {self.root}: give more characters")
+        return matches[0]
+
+    def entries(self) -> list[tuple[int, int, Path]]:
+        """(mtime_ns, size, path) of every stored output, oldest first."""
+        out = []
+        for path in self.root.glob("*" + SUFFIX):
+            if path.name.startswith("."):
+                continue
+            try:
+                st = path.stat()
+            except FileNotFoundError:  # evicted by another process meanwhile
+                continue
+            out.append((st.st_mtime_ns, st.st_size, path))
+        out.sort()
+        return out
+
+    def evict(self, keep: Path | None = None) -> list[Path]:
+        """Remove the oldest outputs until the total fits ``max_bytes``; never ``keep`` (the newest put)."""
+        removed = []
+        with self._lock():
+            self._remove_stale_tmp()
+            entries = self.entries()
+            total = sum(size for _, size, _ in entries)
+            for _, size, path in entries:
+                if total <= self.max_bytes:
+                    break
+                if path == keep:
+                    continue
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                    removed.append(path)
+                total -= size
+        return removed
+
+    def _remove_stale_tmp(self) -> None:
+        now = time.time()
+        for path in self.root.glob(".*.tmp"):
+            with contextlib.suppress(FileNotFoundError):
+                if now - path.stat().st_mtime > STALE_TMP_S:
+                    path.unlink()
+
+    @contextlib.contextmanager
+    def _lock(self) -> Iterator[None]:
+        try:
+            import fcntl
+        except ImportError:  # no advisory locks (Windows): eviction may overshoot, never corrupts
+            yield
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        with open(self.root / ".lock", "a") as handle:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(handle, fcntl.LOCK_UN)
