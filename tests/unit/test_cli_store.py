@@ -1,0 +1,90 @@
+"""The full-output store behind `squeez show`: ids, eviction, and many writers at once."""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from squeez_ray.infer.store import SHORT_ID, OutputStore, StoreError
+
+
+def test_put_get_round_trip_and_same_bytes_same_id(tmp_path):
+    store = OutputStore(tmp_path, 1 << 20)
+    data = b"\x00\xffbinary and text\r\n" * 10
+    first = store.put(data)
+    assert len(first.id) == SHORT_ID and store.get(first.id) == data
+    assert store.put(data).id == first.id
+    assert len(store.entries()) == 1
+
+
+def test_eviction_removes_oldest_first_and_never_the_new_entry(tmp_path):
+    store = OutputStore(tmp_path, 2500)
+    ids = []
+    for i in range(4):
+        ids.append(store.put(bytes([65 + i]) * 1000).id)
+        os.utime(store.resolve(ids[-1]), ns=(i * 10**9, i * 10**9))  # distinct ages whatever the clock's resolution
+    assert [store.get(i)[:1] for i in ids[2:]] == [b"C", b"D"]
+    for gone in ids[:2]:
+        with pytest.raises(StoreError, match="evicted"):
+            store.get(gone)
+    # Storing bytes again makes them the newest: "C" survives the next eviction, "D" does not.
+    store.put(b"C" * 1000)
+    store.put(b"E" * 1000)
+    assert store.get(ids[2])[:1] == b"C"
+    with pytest.raises(StoreError):
+        store.get(ids[3])
+
+
+def test_an_output_larger_than_the_store_is_refused(tmp_path):
+    with pytest.raises(StoreError, match="larger than the whole store"):
+        OutputStore(tmp_path, 100).put(b"x" * 101)
+
+
+def test_ambiguous_and_malformed_ids(tmp_path):
+    store = OutputStore(tmp_path, 1 << 20)
+    for fill in "12":  # two outputs whose ids share their first four characters
+        (tmp_path / ("abcd" + fill * 60 + ".out")).write_bytes(fill.encode())
+    with pytest.raises(StoreError, match="ambiguous"):
+        store.get("abcd")
+    assert store.get("abcd2") == b"2"
+    for bad in ("abc", "xyz123", "../../etc/passwd"):
+        with pytest.raises(StoreError, match="is not a store id"):
+            store.get(bad)
+
+
+def test_stale_temporary_files_are_cleaned(tmp_path):
+    store = OutputStore(tmp_path, 1 << 20)
+    stale = tmp_path / ".abc.out.xyz.tmp"
+    stale.write_bytes(b"half-written")
+    os.utime(stale, (time.time() - 7200, time.time() - 7200))
+    fresh = tmp_path / ".def.out.xyz.tmp"
+    fresh.write_bytes(b"being written now")
+    store.put(b"anything")
+    assert not stale.exists() and fresh.exists()
+
+
+def _writer(root: str, worker: int, rounds: int) -> list[str]:
+    store = OutputStore(root, 40_000)
+    ids = []
+    for i in range(rounds):
+        # Half the payloads are shared between workers: same id written by several processes at once.
+        tag = f"shared {i}" if i % 2 else f"worker {worker} round {i}"
+        ids.append(store.put((tag + "\n").encode() * 300).id)
+    return ids
+
+
+def test_concurrent_writers_leave_only_whole_outputs_within_the_bound(tmp_path):
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        results = pool.starmap(_writer, [(str(tmp_path), w, 12) for w in range(4)])
+    store = OutputStore(tmp_path, 40_000)
+    entries = store.entries()
+    assert entries and sum(size for _, size, _ in entries) <= 40_000
+    for _, _, path in entries:  # every file is complete: its content hashes to its name
+        assert hashlib.sha256(path.read_bytes()).hexdigest() + ".out" == path.name
+    assert not list(Path(tmp_path).glob(".*.tmp"))
+    assert all(len(ids) == 12 for ids in results)  # no writer failed
