@@ -90,6 +90,8 @@ class BM25Lines(LineSelectionBaseline):
         import numpy as np
 
         corpus_tokens = bm25s.tokenize(lines, return_ids=False, show_progress=False)
+        if not any(corpus_tokens):  # no line has a word (blank or symbols only): bm25s cannot index that
+            return np.zeros(len(lines), dtype=np.float64)
         retriever = bm25s.BM25(k1=self.k1, b=self.b)
         retriever.index(corpus_tokens, show_progress=False)
         query_tokens = bm25s.tokenize([query], return_ids=False, show_progress=False)[0]
