@@ -387,6 +387,9 @@ def show_main(argv: list[str]) -> int:
     try:
         settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
         data = _open_store(settings).get(args.id)
+    except OSError as error:
+        _note(f"cannot read the store: {error}")
+        return EXIT_BACKEND
     except (ConfigError, StoreError) as error:
         _note(str(error))
         return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_BACKEND

@@ -124,7 +124,10 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     explicit = config_path or env.get("SQUEEZ_CONFIG")
     path = Path(explicit).expanduser() if explicit else default_config_path(env)
     if explicit or path.is_file():
-        settings = load_config(Settings, path)  # errors name the file and the key
+        try:
+            settings = load_config(Settings, path)  # errors name the file and the key
+        except (OSError, UnicodeDecodeError) as error:  # a folder, no permission, not text
+            raise ConfigError([f"cannot read config file {path}: {error}"], str(path)) from None
     else:
         settings = Settings()
     problems: list[str] = []

@@ -91,3 +91,12 @@ def test_xdg_locations(tmp_path):
 def test_missing_model_message(tmp_path, values, expected):
     message = settings.missing_model_message(settings.resolve(values, env={"HOME": str(tmp_path)}))
     assert (message is None) if expected is None else (expected in message)
+
+
+def test_an_unreadable_config_file_is_a_config_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        settings.resolve({}, env={"HOME": str(tmp_path)}, config_path=str(tmp_path))  # a folder
+    binary = tmp_path / "c.yaml"
+    binary.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match=str(binary)):
+        settings.resolve({}, env={"HOME": str(tmp_path)}, config_path=str(binary))
