@@ -1,0 +1,75 @@
+"""``squeez eval`` / ``python jobs/evaluate.py``: score pruners on a labelled set, on one machine.
+
+    squeez eval --data ../shared/eval/public_cases.jsonl --system bm25 --system first --out runs/eval
+    squeez eval --data test.parquet --system vllm=squeez-2b --model ckpt/merged --out runs/eval-2b
+
+Prints the paper-style table overall and per tool family, and writes metrics.json,
+per_example.parquet, report.md, recall_vs_compression.png and manifest.json into ``--out``.
+Bad input data or an unknown backend prints one error line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from squeez_ray.backends import BACKENDS, BackendError, add_backend_arguments, backend_options_from_args
+
+DEFAULT_SYSTEMS = ("bm25", "first", "last", "random")
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True,
+                        help="labelled examples: .jsonl / .parquet (canonical, cases or Squeez prompt/response rows), "
+                             "a datasets save_to_disk folder, a folder of Parquet files, or a Hub id owner/name")
+    parser.add_argument("--split", help="split to use when --data holds several (datasets folders, Hub ids)")
+    parser.add_argument("--system", action="append", metavar="NAME[=LABEL]",
+                        help=f"backend to evaluate, repeatable; one of: {', '.join(BACKENDS)}; "
+                             f"=LABEL names it in the tables (default: {' '.join(DEFAULT_SYSTEMS)})")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--limit", type=positive_int, help="evaluate only the first N examples")
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="re-run every system even if its rows from an identical earlier run are in --out")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress")
+    add_backend_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None, prog: str = "squeez eval") -> int:
+    from squeez_ray.evaluate.report import console_report
+    from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+    from squeez_ray.schema import DataError
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(prog).parse_args(argv)
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, format="%(levelname)s %(message)s")
+    for handler in logging.getLogger().handlers:  # bm25s sets its own logger to DEBUG; filter at the handler
+        handler.setLevel(level)
+    systems = [SystemSpec.parse(s) for s in (args.system or DEFAULT_SYSTEMS)]
+    try:
+        unknown = [s.backend for s in systems if s.backend not in BACKENDS]
+        if unknown:
+            raise BackendError(f"unknown system {', '.join(map(repr, unknown))}; choose from: {', '.join(BACKENDS)}")
+        metrics = evaluate_to_dir(args.data, systems, args.out, options=backend_options_from_args(args),
+                                  limit=args.limit, split=args.split, resume=args.resume, argv=argv)
+    except (DataError, BackendError) as error:
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return 2
+    print(console_report(metrics))
+    print(f"\nwrote {args.out}/metrics.json, per_example.parquet, report.md, recall_vs_compression.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
