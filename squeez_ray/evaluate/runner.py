@@ -142,7 +142,6 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     backend options (``out_dir/systems/<label>.parquet``) is read back instead of run again.
     """
     from squeez_ray.backends import BackendError, build_pruner
-    from squeez_ray.evaluate.report import write_reports
     from squeez_ray.schema import read_examples
 
     options = options or BackendOptions()
@@ -172,20 +171,33 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
             pruner.close()
         _write_rows(system_rows, out / "systems" / f"{_safe(spec.label)}.parquet", {"squeez_cache_key": key})
         rows.extend(system_rows)
+    config = {"data": str(data), "split": split, "limit": limit, "resume": resume,
+              "systems": [asdict(s) for s in systems], "backend_options": _public_options(options)}
+    return write_evaluation(out, rows, examples, data=data, token_note=token_note, config=config,
+                            argv=argv, extra_manifest={"resumed_systems": resumed})
+
+
+def write_evaluation(out_dir: str | Path, rows: Sequence[Mapping[str, Any]], examples: Sequence[Mapping[str, Any]], *,
+                     data: str | Path, token_note: str, config: Mapping[str, Any], argv: Sequence[str] | None = None,
+                     extra_manifest: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Summaries + every output file from per-example rows (also used by the Ray Data evaluation)."""
+    from squeez_ray.evaluate.report import write_reports
+
+    out = Path(out_dir)
     negatives = sum(1 for e in examples if not e["gold_spans"])
     systems_summary = summarize_systems(rows)
     first = next(iter(systems_summary.values()), {"overall": {}})["overall"]
     metrics = {"systems": systems_summary, "data": str(data), "n_examples": len(examples), "n_negatives": negatives,
                "gold_compression": first.get("gold_compression"), "token_counter": token_note}
-    _write_rows(rows, out / "per_example.parquet")
+    _write_rows(list(rows), out / "per_example.parquet")
     write_json_atomic(out / "metrics.json", metrics)
     write_reports(metrics, out)
     write_json_atomic(out / "manifest.json", {
         "job": "evaluate", "argv": list(argv) if argv is not None else None, "git_revision": git_revision(),
-        "config": {"data": str(data), "split": split, "limit": limit, "resume": resume,
-                   "systems": [asdict(s) for s in systems], "backend_options": _public_options(options)},
-        "inputs": [str(data)], "examples_fingerprint": fingerprint, "resumed_systems": resumed,
-        "counts": {"examples": len(examples), "negatives": negatives, "systems": len(systems), "rows": len(rows)},
+        "config": dict(config), "inputs": [str(data)], "examples_fingerprint": examples_fingerprint(examples),
+        **(extra_manifest or {}),
+        "counts": {"examples": len(examples), "negatives": negatives, "systems": len(systems_summary),
+                   "rows": len(rows)},
         "outputs": ["metrics.json", "per_example.parquet", "report.md", "recall_vs_compression.png"],
     })
     return metrics

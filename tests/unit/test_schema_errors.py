@@ -130,3 +130,17 @@ def test_failed_write_leaves_the_existing_file_untouched(tmp_path):
         write_examples(rows + [{**rows[0], "gold_spans": [[9, 9]]}], target)
     assert info.value.row == 2 and target.read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["data.jsonl", "out.parquet"]
+
+
+def test_parquet_with_bytes_for_text_and_a_missing_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({"id": ["c1"], "tool": ["grep"], "query": ["q"], "output": pa.array([b"a\xffb"], pa.binary()),
+                      "gold": [[[1, 1]]]})
+    pq.write_table(table, tmp_path / "bytes.parquet")
+    error = error_of(tmp_path / "bytes.parquet")
+    assert (error.row, error.field) == (1, "tool_output") and "expected text, got bytes" in str(error)
+    pq.write_table(table.drop_columns(["query"]).set_column(2, "output", pa.array(["a"])), tmp_path / "m.parquet")
+    error = error_of(tmp_path / "m.parquet", format="cases")
+    assert (error.row, error.field) == (1, "query")
