@@ -277,6 +277,13 @@ class _Run:
         with contextlib.suppress(Exception):
             self.out.flush()
             sys.stderr.flush()
+        # os._exit skips multiprocessing's clean-up: stop engine worker processes (vLLM's engine
+        # core) ourselves so none outlives the command.
+        import multiprocessing
+
+        for child in multiprocessing.active_children():
+            with contextlib.suppress(Exception):
+                child.terminate()
         os._exit(code)
 
     # -- helpers ----------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -28,8 +29,15 @@ class Boom(Pruner):
         raise RuntimeError("engine exploded")
 
 class Sleepy(Pruner):
+    """Hangs, with a worker process (as vLLM's engine core is) that must not outlive the command."""
     name = "sleepy"
     def _prune_batch(self, requests, render_options):
+        import multiprocessing
+        child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(120,), daemon=True)
+        child.start()
+        if os.environ.get("TEST_CHILD_PIDFILE"):
+            with open(os.environ["TEST_CHILD_PIDFILE"], "w") as f:
+                f.write(str(child.pid))
         time.sleep(120)
 
 class Noisy(Pruner):
@@ -157,11 +165,26 @@ def test_spans_outside_the_output_fail_open_instead_of_miscutting(env):
     assert b"out of range" in out.stderr
 
 
-def test_timeout_bounds_the_whole_call(env):
+def running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent has not collected it yet
+
+
+def test_timeout_bounds_the_whole_call(env, tmp_path):
     data = make_log()
-    out = squeez(["--backend", "sleepy", "--timeout", "1", "q"], data, env, runner=True, timeout=60)
+    pidfile = tmp_path / "child.pid"
+    out = squeez(["--backend", "sleepy", "--timeout", "3", "q"], data, {**env, "TEST_CHILD_PIDFILE": str(pidfile)},
+                 runner=True, timeout=60)
     assert out.returncode == 0 and out.stdout == data
-    assert b"timed out after 1 s" in out.stderr
+    assert b"timed out after 3 s" in out.stderr
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 30  # SIGTERM is asynchronous: wait for it, generously
+    while running(child) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not running(child), "the backend's worker process outlived the command"
     strict = squeez(["--backend", "sleepy", "--timeout", "1", "--strict", "q"], data, env, runner=True, timeout=60)
     assert strict.returncode == 1 and strict.stdout == b""
 
