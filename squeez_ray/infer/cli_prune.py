@@ -43,7 +43,7 @@ from squeez_ray.config import ConfigError
 from squeez_ray.infer import settings as settings_mod
 from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
 from squeez_ray.infer.store import OutputStore, StoreError
-from squeez_ray.spans import normalize_spans, render, split_lines
+from squeez_ray.spans import count_lines, normalize_spans, render, split_lines
 
 EXIT_OK, EXIT_BACKEND, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _CHUNK = 1 << 20
@@ -167,7 +167,8 @@ class _Run:
                 result = pruner.prune_batch([PruneRequest(self.args.query, text, s.tool_type)],
                                             render_options=render_options, fail_open=False)[0]
                 if result.pruned:  # spans over another text would be a backend bug: fail open, never mis-cut
-                    result.spans = [list(span) for span in normalize_spans(result.spans, len(split_lines(text)))]
+                    clean = normalize_spans(result.spans, len(split_lines(text)))
+                    result.spans, result.kept_lines = [list(span) for span in clean], count_lines(clean)
                 else:
                     failure = f"backend {s.backend} did not prune ({result.reason})"
             except Exception as error:  # the fail-open boundary: say what was swallowed
