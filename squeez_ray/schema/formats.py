@@ -58,11 +58,20 @@ def from_cases_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int,
     for required in ("id", "tool", "query", "output", "gold"):
         if raw.get(required) is None:
             raise c.error(required, "is missing (required in the cases format)")
-    return check_example({
-        "instance_id": raw["id"], "source": source, "tool_type": raw["tool"], "query": raw["query"],
-        "tool_output": raw["output"], "gold_spans": raw["gold"], "command": raw.get("source"),
-        "notes": raw.get("notes"),
-    }, path=path, row=row)
+    try:
+        return check_example({
+            "instance_id": raw["id"], "source": source, "tool_type": raw["tool"], "query": raw["query"],
+            "tool_output": raw["output"], "gold_spans": raw["gold"], "command": raw.get("source"),
+            "notes": raw.get("notes"),
+        }, path=path, row=row)
+    except DataError as error:  # name the field as the user's file spells it
+        field = _CASES_NAMES.get(error.field or "", error.field)
+        raise DataError(error.detail, path=path, row=row, field=field, instance_id=c.instance_id) from None
+
+
+# canonical field -> its name in the cases format
+_CASES_NAMES = {"instance_id": "id", "tool_type": "tool", "tool_output": "output", "gold_spans": "gold",
+                "command": "source"}
 
 
 def to_cases_row(example: Mapping[str, Any]) -> dict[str, Any]:

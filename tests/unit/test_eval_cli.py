@@ -93,7 +93,7 @@ def test_bad_data_exits_2_naming_file_row_and_field(tmp_path, capsys):
     data.write_text(json.dumps({"id": "a", "tool": "grep", "query": "q", "output": "x", "gold": [[1, 5]]}) + "\n")
     assert main(["--data", str(data), "--out", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
-    assert str(data) in err and "row 1" in err and "gold_spans" in err and "Traceback" not in err
+    assert str(data) in err and "row 1" in err and "field 'gold'" in err and "Traceback" not in err
     assert not (tmp_path / "out" / "metrics.json").exists()
 
 

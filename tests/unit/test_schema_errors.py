@@ -86,8 +86,7 @@ def test_missing_column_names_row_and_field(tmp_path, field):
 ])
 def test_wrong_types(tmp_path, field, value, expected):
     error = error_of(jsonl(tmp_path, {**CASE, field: value}))
-    canonical = {"output": "tool_output", "gold": "gold_spans", "query": "query"}[field]
-    assert error.row == 1 and error.field == canonical and expected in str(error)
+    assert error.row == 1 and error.field == field and expected in str(error)  # named as the file spells it
     assert "'c1'" in str(error)
 
 
@@ -104,13 +103,13 @@ def test_non_utf8_bytes_in_tool_output(tmp_path):
     bad = json.dumps({**CASE, "id": "c2", "output": "a\nb\nXX"}).encode().replace(b"XX", b"\xff\xfe")
     path.write_bytes(good + b"\n" + bad + b"\n")
     error = error_of(path)
-    assert (error.row, error.field) == (2, "tool_output") and "not valid UTF-8" in str(error) and "line 3" in str(error)
+    assert (error.row, error.field) == (2, "output") and "not valid UTF-8" in str(error) and "line 3" in str(error)
 
 
 def test_escaped_lone_surrogate_is_rejected_too(tmp_path):
     path = tmp_path / "s.jsonl"
     path.write_text(json.dumps(CASE).replace('"a\\nb', '"\\ud800a\\nb') + "\n")
-    assert error_of(path).field == "tool_output"
+    assert error_of(path).field == "output"
 
 
 def test_bad_observation_row(tmp_path):
@@ -140,7 +139,7 @@ def test_parquet_with_bytes_for_text_and_a_missing_column(tmp_path):
                       "gold": [[[1, 1]]]})
     pq.write_table(table, tmp_path / "bytes.parquet")
     error = error_of(tmp_path / "bytes.parquet")
-    assert (error.row, error.field) == (1, "tool_output") and "expected text, got bytes" in str(error)
+    assert (error.row, error.field) == (1, "output") and "expected text, got bytes" in str(error)
     pq.write_table(table.drop_columns(["query"]).set_column(2, "output", pa.array(["a"])), tmp_path / "m.parquet")
     error = error_of(tmp_path / "m.parquet", format="cases")
     assert (error.row, error.field) == (1, "query")
