@@ -117,7 +117,7 @@ def _read_raw(path: str | Path, split: str | None) -> list[RawRow]:
             rows = _parquet_rows(p)
         else:
             raise DataError(f"unknown file type {suffix or '(no suffix)'!r}: use .jsonl or .parquet", path=p)
-    elif _HUB_ID.match(str(path)) and not str(path).startswith((".", "/")):
+    elif _HUB_ID.match(str(path)):
         rows = _hf_rows(str(path), split, from_disk=False)
     else:
         raise DataError("does not exist (and is not a Hugging Face dataset id like owner/name)", path=p)

@@ -143,3 +143,9 @@ def test_parquet_with_bytes_for_text_and_a_missing_column(tmp_path):
     pq.write_table(table.drop_columns(["query"]).set_column(2, "output", pa.array(["a"])), tmp_path / "m.parquet")
     error = error_of(tmp_path / "m.parquet", format="cases")
     assert (error.row, error.field) == (1, "query")
+
+
+def test_hub_id_without_the_hub_is_a_data_error(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # never reach the Hub from tests
+    with pytest.raises(DataError, match="cannot load as a Hugging Face dataset"):
+        read_examples("squeez-test-owner/no-such-dataset")
