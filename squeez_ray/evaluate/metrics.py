@@ -179,7 +179,8 @@ def score_example(tool_output: str, gold_spans: Sequence[Sequence[int]], pred_sp
         "char_compression": _ratio_kept(len(pred_text), len(tool_output)),
         "token_compression": _ratio_kept(tokens(pred_text), tokens(tool_output)),
         "span_recall": span_recall(pred_numbers, gold_spans),
-        "is_negative": not gold_spans, "pred_empty": not pred_spans,
+        # A prediction of blank lines only is empty text, as the strict scores see it.
+        "is_negative": not gold_spans, "pred_empty": not p,
         "total_lines": len(lines), "kept_lines": len(pred_numbers), "gold_lines": len(gold_numbers),
     }
 

@@ -125,3 +125,9 @@ def test_summarize_means_and_negatives_empty_rate():
     by_tool = summarize_by_tool(rows)
     assert set(by_tool) == {"grep", "read_file"} and by_tool["read_file"]["negatives_empty"] == 0.0
     assert summarize(rows[:1])["negatives_empty"] is None
+
+
+def test_a_prediction_of_blank_lines_counts_as_empty_on_a_negative():
+    row = score_example("a\n\nb", gold_spans=[], pred_spans=[(2, 2)])
+    assert row["is_negative"] and row["pred_empty"] and row["precision"] == 1.0
+    assert summarize([{**row, "tool_type": "t"}])["negatives_empty"] == 1.0
