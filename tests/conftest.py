@@ -61,6 +61,14 @@ def tiny_qwen3_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen35_dir(tmp_path_factory) -> Path:
+    """A random-weight tiny Qwen 3.5 hybrid (linear + full attention) checkpoint for the training path."""
+    from squeez_ray.testing.tiny import build_tiny_qwen35
+
+    return build_tiny_qwen35(tmp_path_factory.mktemp("tiny-qwen35"))
+
+
+@pytest.fixture(scope="session")
 def ray_local():
     """One local Ray for the whole session (2 CPUs, no dashboard): starting Ray costs seconds."""
     import ray
