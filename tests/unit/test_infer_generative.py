@@ -1,0 +1,137 @@
+"""GenerativePruner through the deterministic fake engine: prompt -> reply -> parse -> map -> spans."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from squeez_ray.backends import BackendOptions, build_pruner
+from squeez_ray.infer.base import PruneRequest, RenderOptions
+from squeez_ray.infer.fake import FakeEngine
+from squeez_ray.infer.generative import Generation, GenerativePruner, PromptTooLongError
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+
+PYTEST_LOG = """============ test session starts ============
+collected 3 items
+
+tests/test_io.py::test_read PASSED
+tests/test_io.py::test_write FAILED
+    E   AssertionError: expected 3 got 4
+tests/test_io.py::test_close PASSED
+======== 1 failed, 2 passed in 0.12s ========"""
+
+
+def long_log(n: int = 300) -> str:
+    return "\n".join(f"step {i:04d} ok, value={i * 7}" if i % 50 else f"step {i:04d} KeyError: missing field"
+                     for i in range(n))
+
+
+def test_fake_backend_keeps_verbatim_source_lines():
+    pruner = build_pruner("fake")
+    result = pruner.prune("AssertionError", PYTEST_LOG)
+    assert result.pruned and result.spans == [[6, 6]]
+    # The fake replies with the line stripped; the answer is the source's own line, indent included.
+    assert result.text == "    E   AssertionError: expected 3 got 4"
+    assert result.model == "fake" and result.unmatched_lines == 0 and result.reason is None
+    assert result.input_tokens > 0 and result.output_tokens > 0
+
+
+def test_render_options_apply_to_the_source_lines():
+    result = build_pruner("fake").prune("test_write AssertionError", PYTEST_LOG,
+                                        render_options=RenderOptions(line_numbers=True, markers=True))
+    assert result.spans == [[5, 6]]
+    assert result.text.split("\n") == ["... [4 lines omitted]", "5: tests/test_io.py::test_write FAILED",
+                                       "6:     E   AssertionError: expected 3 got 4", "... [2 lines omitted]"]
+
+
+def test_small_context_chunks_and_merges_spans_in_source_numbering():
+    output = long_log(300)
+    pruner = build_pruner("fake", max_context_tokens=600, chunk_overlap_lines=5)
+    prepared = pruner.prepare([PruneRequest("KeyError", output)])
+    assert len(prepared.jobs) >= 3
+    assert prepared.jobs[0].first_line == 1 and prepared.jobs[-1].first_line + len(prepared.jobs[-1].lines) - 1 == 300
+    result = pruner.prune("KeyError", output)
+    expected = [[i + 1, i + 1] for i in range(300) if i % 50 == 0]
+    assert result.spans == expected  # lines in overlaps counted once
+    assert result.reason == f"chunked into {len(prepared.jobs)}"
+
+
+def test_max_new_tokens_follows_the_chunk_size_and_is_capped():
+    pruner = build_pruner("fake")
+    small = pruner.prepare([PruneRequest("q", "one line")]).jobs[0]
+    assert small.max_new_tokens == 2 + 32  # "one line" = 2 tokens at chars/4, plus the tag margin
+    big = pruner.prepare([PruneRequest("KeyError", long_log(3000))]).jobs[0]
+    assert big.max_new_tokens == pruner.answer_cap == 8192 // 4
+    capped = build_pruner("fake", max_new_tokens=100).prepare([PruneRequest("KeyError", long_log(3000))]).jobs[0]
+    assert capped.max_new_tokens == 100
+
+
+def test_over_long_line_is_kept_whole_from_the_source():
+    huge = "KeyError " + "x" * 20000
+    output = f"first\n{huge}\nlast"
+    pruner = build_pruner("fake", max_context_tokens=1200)
+    jobs = pruner.prepare([PruneRequest("KeyError", output)]).jobs
+    assert all(huge not in line for job in jobs for line in job.lines)  # the model never sees it whole
+    result = pruner.prune("KeyError", output)
+    assert result.spans == [[2, 2]] and result.text == huge
+
+
+def test_prepare_and_assemble_let_a_caller_drive_its_own_engine():
+    pruner = build_pruner("fake")
+    prepared = pruner.prepare([PruneRequest("first", PYTEST_LOG), PruneRequest("second", "alpha\nbeta\ngamma")])
+    assert [j.request_index for j in prepared.jobs] == [0, 1]
+    assert prepared.jobs[0].messages[0]["content"] == DEFAULT_SYSTEM_PROMPT
+    assert prepared.jobs[0].prompt is None  # no tokenizer: chat endpoints take the messages
+    generations = [Generation("<relevant_lines>\ntests/test_io.py::test_close PASSED\ninvented line\n</relevant_lines>",
+                              10, 5),
+                   Generation("gamma\nbeta", 3, 2)]  # no tags: the bare reply is taken as lines
+    first, second = pruner.assemble(prepared, generations)
+    assert first.spans == [[7, 7]] and first.unmatched_lines == 1 and first.input_tokens == 10
+    assert second.spans == [[2, 3]] and second.text == "beta\ngamma"
+    with pytest.raises(ValueError, match="1 generations for 2 jobs"):
+        pruner.assemble(prepared, generations[:1])
+
+
+def test_reply_cut_at_the_token_limit_is_noted():
+    pruner = build_pruner("fake", max_new_tokens=6)
+    result = pruner.prune("step", "\n".join(f"step {i}" for i in range(20)))
+    assert result.pruned and result.reason == "1 answer(s) cut at the token limit"
+    assert 1 <= result.kept_lines < 20
+
+
+def test_system_prompt_from_options_then_manifest_then_default(tmp_path):
+    (tmp_path / "manifest.json").write_text(json.dumps({"prompt_format": PROMPT_FORMAT, "system_prompt": "Trained prompt."}))
+    from_manifest = build_pruner("fake", model=str(tmp_path))
+    assert from_manifest.prepare([PruneRequest("q", "o")]).jobs[0].messages[0]["content"] == "Trained prompt."
+    assert build_pruner("fake", model=str(tmp_path), system_prompt="Mine.").system_prompt == "Mine."
+    (tmp_path / "manifest.json").write_text(json.dumps({"prompt_format": "other-v9"}))
+    with pytest.raises(ValueError, match="prompt_format 'other-v9' is not supported"):
+        build_pruner("fake", model=str(tmp_path))
+
+
+def test_query_too_long_for_the_context_fails_open_or_raises():
+    pruner = build_pruner("fake", max_context_tokens=300)
+    result = pruner.prune("KeyError " * 400, PYTEST_LOG)
+    assert not result.pruned and result.text == PYTEST_LOG and "PromptTooLongError" in result.reason
+    with pytest.raises(PromptTooLongError, match="leaving"):
+        pruner.prune("KeyError " * 400, PYTEST_LOG, fail_open=False)
+
+
+def test_engine_errors_fail_open():
+    class Broken(FakeEngine):
+        def generate(self, jobs):
+            raise ConnectionError("engine down")
+
+    pruner = GenerativePruner(Broken(), BackendOptions())
+    result = pruner.prune("q", PYTEST_LOG)
+    assert not result.pruned and "engine down" in result.reason and result.kept_lines == result.total_lines
+    with pytest.raises(ConnectionError):
+        pruner.prune("q", PYTEST_LOG, fail_open=False)
+
+
+def test_batch_goes_to_the_engine_in_one_call():
+    engine = FakeEngine()
+    pruner = GenerativePruner(engine, BackendOptions())
+    results = pruner.prune_batch([PruneRequest("AssertionError", PYTEST_LOG)] * 5)
+    assert engine.calls == [5] and all(r.spans == [[6, 6]] for r in results)
