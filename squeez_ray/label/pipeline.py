@@ -1,0 +1,127 @@
+"""The labelling pipeline on Ray Data: observations -> (query, spans) labels, drops counted by reason.
+
+Each teacher round is one pass of an engine over the rows still in play, materialised afterwards:
+the rows that failed are counted and set aside, the rest go on. Materialising between rounds keeps
+Ray Data from re-running a paid round when the dataset is read twice (once for the rows that go
+on, once for the counts), and lets a round with no rows (often the retry) skip starting an engine.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from squeez_ray.label import stages
+from squeez_ray.label.engines import Engine, HttpTeacherConfig, VllmTeacherConfig
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TeacherConfig:
+    engine: Literal["rules", "http", "vllm"] = "rules"
+    http: HttpTeacherConfig = field(default_factory=HttpTeacherConfig)
+    vllm: VllmTeacherConfig = field(default_factory=VllmTeacherConfig)
+    content_first_retry: bool = True  # ask again, output first, when a positive gets no spans
+    max_query_chars: int = 300
+    max_output_lines: int = 2000
+    skip_errored: bool = True
+
+    def validate(self) -> list[str]:
+        if self.engine == "http":
+            return [f"http.{p}" for p in self.http.validate()]
+        if self.engine == "vllm":
+            return [f"vllm.{p}" for p in self.vllm.validate()]
+        return []
+
+    def stage_settings(self) -> stages.StageSettings:
+        return stages.StageSettings(self.max_query_chars, self.max_output_lines, self.skip_errored)
+
+
+@dataclass
+class LabelOutcome:
+    dataset: Any  # ray.data.Dataset of working rows that passed every stage (materialised)
+    dropped: Counter  # reason -> rows
+    teacher_requests: int  # engine calls made for the rows (retries included)
+    retried: int  # rows that went through the content-first retry
+    recovered_by_retry: int
+
+
+def _count(ds: Any, column: str = "reject_reason") -> Counter:
+    counts: Counter = Counter()
+    for batch in ds.select_columns([column]).iter_batches(batch_format="pandas", batch_size=4096):
+        counts.update(v for v in batch[column] if v)
+    return counts
+
+
+def _requests(ds: Any) -> int:
+    return int(ds.sum("teacher_requests") or 0) if ds.count() else 0
+
+
+def _round(ds: Any, engine: Engine, take: Any) -> Any:
+    """Run ``engine`` over the rows that carry a request, then ``take`` the replies; materialised."""
+    if ds.count() == 0:
+        return ds
+    return engine(ds).map(take).materialize()
+
+
+def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None) -> LabelOutcome:
+    """Label a dataset of observation rows (contract fields plus an optional ``background_task``)."""
+    settings = teacher.stage_settings()
+    ds = ds.map(lambda row: stages.prepare(row, settings)).materialize()
+    dropped = _count(ds)
+    ds = ds.filter(lambda row: not row["reject_reason"])
+    if teacher.engine == "rules":
+        ds = ds.map(stages.rule_label).materialize()
+        dropped += _count(ds)
+        ok = ds.filter(lambda row: not row["reject_reason"]).materialize()
+        return LabelOutcome(ok, dropped, 0, 0, 0)
+    if engine is None:
+        raise ValueError(f"engine {teacher.engine!r} needs an engine transform")
+
+    requests = 0
+    ds = _round(ds.map(lambda row: stages.query_request(row, settings)), engine,
+                lambda row: stages.take_query(row, settings))
+    dropped += _count(ds)
+    requests += _requests(ds)
+    ds = ds.filter(lambda row: not row["reject_reason"]).map(lambda row: {**row, "teacher_requests": 0})
+    ds = _round(ds.map(stages.spans_request), engine, stages.take_spans)
+    requests += _requests(ds)
+
+    retried = recovered = 0
+    if teacher.content_first_retry:
+        again = ds.filter(stages.needs_retry).map(lambda row: {**stages.clear_rejection(row), "teacher_requests": 0})
+        again = _round(again.map(lambda row: stages.spans_request(row, retry=True)), engine, stages.take_spans)
+        retried = again.count()
+        if retried:
+            requests += _requests(again)
+            dropped += _count(again)
+            recovered = again.filter(lambda row: not row["reject_reason"]).count()
+        dropped += _count(ds.filter(lambda row: not stages.needs_retry(row)))
+        ok = ds.filter(lambda row: not row["reject_reason"])
+        if recovered:
+            ok = ok.union(again.filter(lambda row: not row["reject_reason"]))
+    else:
+        dropped += _count(ds)
+        ok = ds.filter(lambda row: not row["reject_reason"])
+    ok = ok.materialize()
+    log.info("labelled %d rows; dropped %s; %d teacher requests; retry recovered %d of %d",
+             ok.count(), dict(dropped), requests, recovered, retried)
+    return LabelOutcome(ok, dropped, requests, retried, recovered)
+
+
+def label_rows_with_rules(rows: list[dict[str, Any]], teacher: TeacherConfig | None = None,
+                          ) -> tuple[list[dict[str, Any]], Counter]:
+    """The rule teacher in-process, with the same row functions as the Ray path (small jobs, sample data)."""
+    settings = (teacher or TeacherConfig()).stage_settings()
+    kept: list[dict[str, Any]] = []
+    dropped: Counter = Counter()
+    for observation in rows:
+        row = stages.rule_label(stages.prepare(observation, settings))
+        if row["reject_reason"]:
+            dropped[row["reject_reason"]] += 1
+        else:
+            kept.append(row)
+    return kept, dropped
