@@ -1,0 +1,141 @@
+"""`squeez` against servers over real HTTP on 127.0.0.1, and through the fake generative engine.
+
+A small scripted OpenAI-compatible server stands in for vLLM (the real server is covered by the
+openai backend's own integration tests): here what matters is what the command does with a
+server's answer, with a server that is down, and with one that never answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+SQUEEZ = Path(sys.executable).parent / "squeez"
+ERROR_LINE = "    ERROR module_42.c:17: undefined reference to `frobnicate'"
+
+
+def make_log(n: int = 60) -> bytes:
+    lines = [f"INFO step {i}: compiling module_{i}.c" for i in range(1, n + 1)]
+    lines[41] = ERROR_LINE
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
+    return clean
+
+
+def squeez(args: list[str], data: bytes, env: dict, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SQUEEZ), *args], input=data, capture_output=True, env=env, timeout=timeout)
+
+
+class ScriptedOpenAI(BaseHTTPRequestHandler):
+    """GET /v1/models and POST /v1/chat/completions; the reply keeps the error line (stripped, as
+    models often do) and invents one line that is not in the output."""
+
+    requests: list[dict] = []
+
+    def log_message(self, *args):  # keep the test output clean
+        pass
+
+    def _send(self, payload: dict) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self):
+        self._send({"object": "list", "data": [{"id": "squeez-test", "object": "model", "created": 0,
+                                                 "owned_by": "test", "max_model_len": 4096}]})
+
+    def do_POST(self):
+        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **request})
+        reply = "<relevant_lines>\n" + ERROR_LINE.strip() + "\nan invented line\n</relevant_lines>"
+        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": reply}}],
+                    "usage": {"prompt_tokens": 321, "completion_tokens": 17, "total_tokens": 338}})
+
+
+@pytest.fixture
+def openai_server():
+    ScriptedOpenAI.requests = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_openai_backend_answer_is_mapped_to_source_lines(openai_server, env, tmp_path):
+    config = tmp_path / "squeez.yaml"
+    config.write_text(f"backend: openai\nserver_url: {openai_server}\nsystem_prompt: the prompt it was trained with\n")
+    out = squeez(["--stats", "--api-key", "sekret", "undefined reference"], make_log(),
+                 {**env, "SQUEEZ_CONFIG": str(config)})
+    assert out.returncode == 0, out.stderr.decode()
+    lines = out.stdout.decode().rstrip("\n").split("\n")
+    assert lines[0] == ERROR_LINE  # the source's own line, indentation included; the invented one dropped
+    assert lines[1].startswith("[squeez: kept 1 of 61 lines (openai); full output: squeez show ")
+    assert len(lines) == 2
+    assert b"model tokens in 321, out 17" in out.stderr
+    (sent,) = ScriptedOpenAI.requests
+    assert sent["path"] == "/v1/chat/completions" and sent["model"] == "squeez-test"
+    assert sent["auth"] == "Bearer sekret"
+    assert sent["messages"][0] == {"role": "system", "content": "the prompt it was trained with"}
+    assert "<query>undefined reference</query>" in sent["messages"][1]["content"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_server_down_fails_open(env):
+    data = make_log()
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    args = ["--backend", "openai", "--server-url", url, "--server-model", "m", "--timeout", "30"]
+    out = squeez(args + ["error"], data, {**env, "SQUEEZ_MAX_RETRIES": "0"})
+    assert out.returncode == 0 and out.stdout == data
+    assert b"backend openai failed (APIConnectionError" in out.stderr
+    strict = squeez(args + ["--strict", "error"], data, {**env, "SQUEEZ_MAX_RETRIES": "0"})
+    assert strict.returncode == 1 and strict.stdout == b""
+
+
+def test_a_server_that_never_answers_is_cut_by_the_timeout(env):
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)  # accepts connections (the kernel does) but never replies
+    try:
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+        data = make_log()
+        out = squeez(["--backend", "openai", "--server-url", url, "--timeout", "2", "error"], data, env, timeout=60)
+        assert out.returncode == 0 and out.stdout == data
+        assert b"backend openai timed out after 2 s" in out.stderr
+    finally:
+        listener.close()
+
+
+def test_fake_engine_through_the_whole_generative_path(env):
+    data = make_log()
+    out = squeez(["--backend", "fake", "--json", "frobnicate"], data, env)
+    assert out.returncode == 0, out.stderr.decode()
+    payload = json.loads(out.stdout)
+    assert payload["pruned"] is True and payload["spans"] == [[42, 42]] and payload["text"] == ERROR_LINE
+    negative = squeez(["--backend", "fake", "nothing-like-this"], data, env)
+    assert negative.stdout.decode() == ("[squeez: no lines matched the query; 0 of 61 lines kept (fake); "
+                                        f"full output: squeez show {payload['store_id']}]\n")
