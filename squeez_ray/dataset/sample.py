@@ -91,11 +91,12 @@ def build_sample(config: SampleConfig) -> dict[str, Any]:
         trees = sample_trees(config, scratch_root)
         observations, call_failures = gather_observations(trees, config.budget, workers=config.workers,
                                                           seed=config.seed, timeout_s=config.timeout_s)
-        # The scratch projects vanish with the temp folder; their rows name the project, not the path.
-        write_observations(observations, out / "observations.parquet")
+        # Intermediates as JSONL: the folder's Parquet files are exactly train/dev/test, so the
+        # folder itself is a valid ``train_path`` (read_examples reads every .parquet under it).
+        write_observations(observations, out / "observations.jsonl")
         rows, label_drops = label_rows_with_rules(observations)
         examples = [to_example(row, SOURCE) for row in rows]
-        write_examples(examples, out / "labelled.parquet")
+        write_examples(examples, out / "labelled.jsonl")
         build = BuildConfig(**{**config.build.__dict__, "output_dir": str(out)})
         manifest = build_from_examples(examples, build, inputs=[str(t.path) for t in trees], extra_manifest={
             "job": "sample_data",

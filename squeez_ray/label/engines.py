@@ -76,9 +76,6 @@ class VllmTeacherConfig:
     temperature: float = 0.0
     max_tokens: int = 1024
 
-    def validate(self) -> list[str]:
-        return [] if self.model else ["model: required for the vllm engine (a checkpoint directory or model id)"]
-
 
 # ----------------------------------------------------------------------------------------- HTTP
 

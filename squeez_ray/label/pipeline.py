@@ -15,8 +15,12 @@ from typing import Any, Literal
 
 from squeez_ray.label import stages
 from squeez_ray.label.engines import Engine, HttpTeacherConfig, VllmTeacherConfig
+from squeez_ray.label.http_client import BAD_RESPONSE, BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED
 
 log = logging.getLogger(__name__)
+
+# Rows lost to the endpoint rather than to their content: not final, a rerun labels them again.
+TRANSPORT_REASONS = frozenset({BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, BAD_RESPONSE})
 
 
 @dataclass
@@ -30,10 +34,9 @@ class TeacherConfig:
     skip_errored: bool = True
 
     def validate(self) -> list[str]:
-        if self.engine == "http":
-            return [f"http.{p}" for p in self.http.validate()]
-        if self.engine == "vllm":
-            return [f"vllm.{p}" for p in self.vllm.validate()]
+        # http's own checks run as a nested dataclass; the vLLM model is only required when used
+        if self.engine == "vllm" and not self.vllm.model:
+            return ["vllm.model: required for engine vllm (a checkpoint directory or model id)"]
         return []
 
     def stage_settings(self) -> stages.StageSettings:
@@ -47,12 +50,19 @@ class LabelOutcome:
     teacher_requests: int  # engine calls made for the rows (retries included)
     retried: int  # rows that went through the content-first retry
     recovered_by_retry: int
+    # (instance_id, command) of rows lost to transport problems, which a rerun should try again
+    retry_later: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _count(ds: Any, column: str = "reject_reason") -> Counter:
+def _count(ds: Any, retry_later: list | None = None) -> Counter:
     counts: Counter = Counter()
-    for batch in ds.select_columns([column]).iter_batches(batch_format="pandas", batch_size=4096):
-        counts.update(v for v in batch[column] if v)
+    columns = ["reject_reason", "instance_id", "command"]
+    for batch in ds.select_columns(columns).iter_batches(batch_format="pandas", batch_size=4096):
+        for reason, instance_id, command in zip(batch["reject_reason"], batch["instance_id"], batch["command"]):
+            if reason:
+                counts[reason] += 1
+                if retry_later is not None and reason in TRANSPORT_REASONS:
+                    retry_later.append((instance_id, command))
     return counts
 
 
@@ -82,9 +92,10 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
         raise ValueError(f"engine {teacher.engine!r} needs an engine transform")
 
     requests = 0
+    later: list[tuple[str, str]] = []
     ds = _round(ds.map(lambda row: stages.query_request(row, settings)), engine,
                 lambda row: stages.take_query(row, settings))
-    dropped += _count(ds)
+    dropped += _count(ds, later)
     requests += _requests(ds)
     ds = ds.filter(lambda row: not row["reject_reason"]).map(lambda row: {**row, "teacher_requests": 0})
     ds = _round(ds.map(stages.spans_request), engine, stages.take_spans)
@@ -97,19 +108,19 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
         retried = again.count()
         if retried:
             requests += _requests(again)
-            dropped += _count(again)
+            dropped += _count(again, later)
             recovered = again.filter(lambda row: not row["reject_reason"]).count()
-        dropped += _count(ds.filter(lambda row: not stages.needs_retry(row)))
+        dropped += _count(ds.filter(lambda row: not stages.needs_retry(row)), later)
         ok = ds.filter(lambda row: not row["reject_reason"])
         if recovered:
             ok = ok.union(again.filter(lambda row: not row["reject_reason"]))
     else:
-        dropped += _count(ds)
+        dropped += _count(ds, later)
         ok = ds.filter(lambda row: not row["reject_reason"])
     ok = ok.materialize()
     log.info("labelled %d rows; dropped %s; %d teacher requests; retry recovered %d of %d",
              ok.count(), dict(dropped), requests, recovered, retried)
-    return LabelOutcome(ok, dropped, requests, retried, recovered)
+    return LabelOutcome(ok, dropped, requests, retried, recovered, later)
 
 
 def label_rows_with_rules(rows: list[dict[str, Any]], teacher: TeacherConfig | None = None,

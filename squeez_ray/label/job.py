@@ -1,0 +1,132 @@
+"""The labelling job: raw observations (+ task texts) -> labelled examples, in resumable parts.
+
+Output folder: ``labelled/part-NNNNN.parquet`` (the labelled-example schema, readable as one folder
+by ``read_examples``), ``done/part-NNNNN.json`` (the (instance_id, command) keys each part settled,
+and its drop counts) and ``manifest.json``. A rerun skips settled keys; rows lost to the endpoint
+(budget spent, retries exhausted, HTTP errors) are not settled, so a rerun tries them again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.label.pipeline import TeacherConfig, label_dataset
+from squeez_ray.label.stages import to_example
+
+log = logging.getLogger(__name__)
+
+
+class LabelJobError(RuntimeError):
+    pass
+
+
+@dataclass
+class LabelConfig:
+    observations: str | None = None  # raw observations: a Parquet/JSONL file or a folder of Parquet parts
+    instances: str | None = None  # SWE-bench-style instances whose problem_statement becomes the task text
+    output_dir: str | None = None
+    source: str = "swe"  # the ``source`` of the labelled rows
+    teacher: TeacherConfig = field(default_factory=TeacherConfig)
+    chunk_size: int = 1000  # observations per output part (the unit of resume)
+    limit: int | None = None  # label at most this many observations (trial runs)
+    ray_address: str | None = None
+
+    def validate(self) -> list[str]:
+        problems = [f"{name}: required" for name in ("observations", "output_dir") if not getattr(self, name)]
+        if self.chunk_size < 1:
+            problems.append(f"chunk_size: must be >= 1, got {self.chunk_size}")
+        return problems
+
+
+def _settled(output_dir: Path) -> tuple[set[tuple[str, str]], int]:
+    keys: set[tuple[str, str]] = set()
+    parts = sorted((output_dir / "done").glob("part-*.json"))
+    for part in parts:
+        keys.update(tuple(k) for k in json.loads(part.read_text())["settled"])
+    return keys, len(parts)
+
+
+def _tasks(instances: str | None) -> dict[str, str]:
+    if not instances:
+        return {}
+    from squeez_ray.collect.instances import read_instances
+
+    return {i["instance_id"]: i.get("problem_statement") or "" for i in read_instances(instances)}
+
+
+def _engine(config: LabelConfig) -> tuple[Any, Any]:
+    """The engine transform and (for HTTP) the shared request-budget actor."""
+    teacher = config.teacher
+    if teacher.engine == "http":
+        from squeez_ray.label.engines import http_engine, make_budget_actor
+
+        budget = make_budget_actor(teacher.http.request_budget)
+        return http_engine(teacher.http, os.environ.get(teacher.http.api_key_env), budget), budget
+    if teacher.engine == "vllm":
+        from squeez_ray.label.engines import vllm_engine
+
+        return vllm_engine(teacher.vllm), None
+    return None, None
+
+
+def run_label(config: LabelConfig) -> dict[str, Any]:
+    import ray
+
+    from squeez_ray.config import to_dict
+    from squeez_ray.io_utils import git_revision, write_json_atomic
+    from squeez_ray.schema import read_observations, write_examples
+
+    started = time.time()
+    output_dir = Path(config.output_dir)  # type: ignore[arg-type]
+    observations = read_observations(config.observations)  # type: ignore[arg-type]
+    tasks = _tasks(config.instances)
+    settled, next_part = _settled(output_dir)
+    todo = [dict(o, background_task=tasks.get(o["instance_id"], "")) for o in observations
+            if (o["instance_id"], o["command"]) not in settled]
+    todo = todo[: config.limit] if config.limit is not None else todo
+    log.info("%d observations, %d already settled, %d to label", len(observations), len(settled), len(todo))
+    if not ray.is_initialized():
+        ray.init(address=config.ray_address, log_to_driver=False)
+    engine, budget = _engine(config)
+
+    totals: Counter = Counter()
+    dropped: Counter = Counter()
+    for start in range(0, len(todo), config.chunk_size):
+        chunk = todo[start:start + config.chunk_size]
+        outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
+        examples = [to_example(row, config.source) for row in outcome.dataset.iter_rows()]
+        part = f"part-{next_part:05d}"
+        write_examples(examples, output_dir / "labelled" / f"{part}.parquet")
+        later = set(outcome.retry_later)
+        chunk_keys = [(o["instance_id"], o["command"]) for o in chunk]
+        write_json_atomic(output_dir / "done" / f"{part}.json", {
+            "settled": [list(k) for k in chunk_keys if k not in later], "dropped": dict(outcome.dropped),
+            "labelled": len(examples)})
+        next_part += 1
+        dropped += outcome.dropped
+        totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
+                       "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
+                       "left_for_rerun": len(later)})
+        if budget is not None and dropped.get("budget_exhausted"):
+            log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
+            totals["not_started"] = len(todo) - start - len(chunk)
+            break
+    manifest = {
+        "job": "label",
+        "config": to_dict(config),
+        "git_revision": git_revision(),
+        "inputs": {"observations": str(config.observations), "instances": config.instances},
+        "counts": {"observations": len(observations), "already_settled": len(settled), "to_label": len(todo),
+                   **totals},
+        "dropped": dict(dropped),
+        "seconds": round(time.time() - started, 2),
+    }
+    write_json_atomic(output_dir / "manifest.json", manifest)
+    return manifest
