@@ -1,0 +1,163 @@
+"""Re-prune a tree of stored agent runs on Ray Data, resumably.
+
+Design: ``from_items(units)`` -> ``map_batches(RepruneWorker, ActorPoolStrategy)``. Each actor
+builds the pruner once (a vLLM engine loads once per actor, not per file) and takes a batch of
+``files_per_batch`` whole files: it loads them, prunes all their observations together in
+backend-sized batches, and writes each file atomically with its done-marker. The simpler-looking
+alternative, ``flat_map`` observations -> prune -> ``groupby`` file -> write, needs an all-to-all
+regroup (a barrier, and the parsed documents shipped through the object store) only to write
+files back; batching several files per actor call already gives the engine full batches across
+files, so there is nothing to regroup. A unit is written whole or not at all, so a killed run
+resumes by skipping units whose marker matches their output.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.backends import BACKENDS, BackendOptions, build_pruner
+from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
+from squeez_ray.trajectories import report as report_mod
+from squeez_ray.trajectories.detect import ADAPTERS, discover_units
+from squeez_ray.trajectories.process import (
+    STATE_DIR,
+    RepruneSettings,
+    is_done,
+    process_units,
+)
+
+log = logging.getLogger(__name__)
+REPORT_FILES = ("manifest.json", "report.json", "report.md", STATE_DIR)
+
+
+class RepruneError(ValueError):
+    """A problem with the job's inputs or flags (one clear message, no traceback)."""
+
+
+@dataclass
+class RepruneConfig:
+    settings: RepruneSettings
+    backend: str = "bm25"
+    options: BackendOptions = field(default_factory=BackendOptions)
+    workers: int = 1  # actors, each holding one pruner
+    files_per_batch: int = 4  # whole files per actor call: their observations share engine batches
+    cpus_per_worker: float = 0.5
+
+    def validate(self) -> list[str]:
+        s = self.settings
+        problems = []
+        if self.backend not in BACKENDS:
+            problems.append(f"backend {self.backend!r} is unknown (choose one of: {', '.join(BACKENDS)})")
+        if s.format is not None and s.format not in ADAPTERS:
+            problems.append(f"format {s.format!r} is unknown (choose one of: {', '.join(ADAPTERS)})")
+        if s.query_source not in ("thought", "action", "task", "fixed"):
+            problems.append(f"query source {s.query_source!r} must be thought, action, task or fixed")
+        if s.query_source == "fixed" and not s.query:
+            problems.append("query source 'fixed' needs --query TEXT")
+        for name, value in (("workers", self.workers), ("files_per_batch", self.files_per_batch),
+                            ("batch_size", s.batch_size)):
+            if value < 1:
+                problems.append(f"{name} must be at least 1, got {value}")
+        source, target = Path(s.input_dir).resolve(), Path(s.output_dir).resolve()
+        if not source.is_dir():
+            problems.append(f"input {s.input_dir} is not a directory")
+        elif target == source or source in target.parents or target in source.parents:
+            problems.append(f"output {s.output_dir} must lie outside input {s.input_dir} (inputs are never touched)")
+        return problems
+
+
+class RepruneWorker:
+    """A Ray Data actor: one pruner, many files."""
+
+    def __init__(self, config: RepruneConfig):
+        self.config = config
+        self.pruner = build_pruner(config.backend, config.options)
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
+        stats = process_units([str(u) for u in batch["unit"]], self.pruner, self.config.settings)
+        return {"unit": [s.unit for s in stats], "status": [s.status for s in stats],
+                "observations": [s.observations for s in stats], "pruned": [s.pruned for s in stats]}
+
+
+def pending_units(config: RepruneConfig) -> tuple[list[str], list[str]]:
+    """(all units, units still to do): a unit is done when its marker matches its output."""
+    units = discover_units(Path(config.settings.input_dir))
+    clashes = [u for u in units if u.split("/")[0] in REPORT_FILES]
+    if clashes:
+        raise RepruneError(f"input holds {clashes[0]!r}, a name the job writes at the output root; rename it")
+    return units, [u for u in units if is_done(config.settings.output_dir, u) is None]
+
+
+def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
+    """Re-prune every pending unit, then write report.json, report.md and manifest.json; return the report."""
+    problems = config.validate()
+    if problems:
+        raise RepruneError("invalid re-prune settings:\n  - " + "\n  - ".join(problems))
+    settings = config.settings
+    started = time.time()
+    units, todo = pending_units(config)
+    shutil.rmtree(Path(settings.output_dir) / STATE_DIR / "tmp", ignore_errors=True)  # half-built dirs of a killed run
+    if echo:
+        print(f"re-prune: {len(units)} unit(s) under {settings.input_dir}; {len(units) - len(todo)} already done, "
+              f"{len(todo)} to do", flush=True)
+    if todo:
+        _run_ray(config, todo, echo)
+    unit_stats = [is_done(settings.output_dir, u) for u in units]
+    missing = [u for u, s in zip(units, unit_stats) if s is None]
+    if missing:
+        raise RepruneError(f"{len(missing)} unit(s) have no complete output after the run, e.g. {missing[0]}")
+    summary = report_mod.summarize([s for s in unit_stats if s is not None])
+    resolved = _resolved_config(config)
+    out = Path(settings.output_dir)
+    write_json_atomic(out / "report.json", summary)
+    write_text_atomic(out / "report.md", report_mod.markdown(summary, resolved))
+    write_json_atomic(out / "manifest.json", {
+        "job": "reprune", "config": resolved, "git_revision": git_revision(), "inputs": [str(Path(settings.input_dir))],
+        "output": str(out), "units": len(units), "done_before_this_run": len(units) - len(todo),
+        "processed_this_run": len(todo), "counts": summary["total"], "failed_files": len(summary["failed_files"]),
+        "failed_observations": len(summary["failed_observations"]), "seconds": round(time.time() - started, 2)})
+    if echo:
+        print(report_mod.table(summary))
+        print(f"({report_mod.TOKEN_NOTE}; report: {out / 'report.md'})")
+        for failure in summary["failed_files"]:
+            print(f"could not read {failure['unit']} (copied unchanged): {failure['error']}")
+        if summary["failed_observations"]:
+            print(f"{len(summary['failed_observations'])} observation(s) failed in the backend and were left "
+                  "unpruned; see report.md")
+    return summary
+
+
+def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
+    import ray
+
+    if not ray.is_initialized():
+        if os.environ.get("RAY_ADDRESS", "local") != "local":  # `ray job submit`: join with the job's runtime env
+            ray.init()
+        else:  # `python jobs/reprune.py`: an embedded local Ray; workers get the job's SQUEEZ_/VLLM_/HF_ settings
+            ray.init(include_dashboard=False, log_to_driver=False,
+                     runtime_env={"env_vars": {k: v for k, v in os.environ.items()
+                                               if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH"))}})
+    blocks = max(1, -(-len(todo) // config.files_per_batch))
+    dataset = ray.data.from_items([{"unit": u} for u in todo], override_num_blocks=blocks)
+    dataset = dataset.map_batches(RepruneWorker, fn_constructor_kwargs={"config": config},
+                                  batch_size=config.files_per_batch,
+                                  compute=ray.data.ActorPoolStrategy(size=config.workers),
+                                  num_cpus=config.cpus_per_worker)
+    for done, row in enumerate(dataset.iter_rows(), start=1):
+        if echo:
+            print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of {row['observations']} "
+                  "observation(s) pruned", flush=True)
+
+
+def _resolved_config(config: RepruneConfig) -> dict[str, Any]:
+    options = asdict(config.options)
+    if options.get("api_key"):
+        options["api_key"] = "***"
+    return {"backend": config.backend, "workers": config.workers, "files_per_batch": config.files_per_batch,
+            "cpus_per_worker": config.cpus_per_worker, **asdict(config.settings), "backend_options": options}
