@@ -56,6 +56,9 @@ def build_line_scorer(encoder: Any):
 
         def __init__(self, encoder: Any):
             super().__init__()
+            # The sentence pooler is unused here; left in, DDP fails on its gradient-less weights.
+            if getattr(encoder, "pooler", None) is not None:
+                encoder.pooler = None
             self.encoder = encoder
             self.use_token_types = getattr(encoder.config, "type_vocab_size", 1) > 1
             self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(encoder.config.hidden_size, 1))

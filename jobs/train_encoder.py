@@ -1,0 +1,35 @@
+"""Train the encoder line scorer on Ray Train (CPU workers by default).
+
+    python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml train_data=DIR/train.parquet dev_data=DIR/dev.parquet
+    ray job submit --working-dir . -- python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml ...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", required=True, help="YAML config (jobs/configs/encoder_*.yaml)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. epochs=1 window.max_length=256")
+    args = parser.parse_args(argv)
+
+    from squeez_ray.config import ConfigError, load_config
+    from squeez_ray.encoder.train import EncoderTrainConfig, train_encoder
+
+    try:
+        config = load_config(EncoderTrainConfig, args.config, args.overrides)
+    except ConfigError as error:
+        print(error, file=sys.stderr)
+        return 2
+    manifest = train_encoder(config)
+    print(json.dumps({"model": config.output_dir, "calibration": manifest["calibration"],
+                      "train_seconds": manifest["train_seconds"]}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
