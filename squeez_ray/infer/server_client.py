@@ -1,0 +1,118 @@
+"""The ``server`` backend: a Pruner that asks a squeez Serve endpoint (``POST /v1/prune/batch``).
+
+    squeez --backend server --server-url http://127.0.0.1:8000 "which test failed"
+
+Requests go out in batches of ``batch_size`` items, up to ``max_concurrency`` at once. A 503
+(queues full) or a connection failure is retried up to ``max_retries`` times, waiting what the
+server's Retry-After says (capped) or an exponential backoff; a 4xx is the caller's mistake and is
+raised at once with the server's message. The answers are the server's own (spans, verbatim text,
+pruned flag): the service already failed open where it had to.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import fields
+from typing import Any, Sequence
+
+from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions
+
+RETRY_STATUSES = frozenset({502, 503, 504})
+MAX_RETRY_WAIT_S = 10.0
+_RESULT_FIELDS = {f.name for f in fields(PruneResult)}
+
+
+class ServerError(RuntimeError):
+    """The server refused or failed a request; the message says which and why."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class ServerPruner(Pruner):
+    name = "server"
+
+    def __init__(self, options: BackendOptions):
+        if not options.server_url:
+            raise ValueError("the server backend needs server_url (e.g. http://127.0.0.1:8000)")
+        base = options.server_url.rstrip("/")
+        # Accept the URL with or without the /v1 an OpenAI client would use.
+        self.url = (base[:-3] if base.endswith("/v1") else base) + "/v1/prune/batch"
+        self.options = options
+        self._local = threading.local()
+
+    def _session(self) -> Any:
+        import requests
+
+        session = getattr(self._local, "session", None)
+        if session is None:  # requests.Session is not safe to share between threads
+            session = self._local.session = requests.Session()
+            if self.options.api_key:
+                session.headers["Authorization"] = f"Bearer {self.options.api_key}"
+        return session
+
+    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        size = max(1, self.options.batch_size)
+        batches = [list(requests[i:i + size]) for i in range(0, len(requests), size)]
+        if len(batches) == 1:
+            return self._post(batches[0], render_options)
+        with ThreadPoolExecutor(max_workers=max(1, min(self.options.max_concurrency, len(batches)))) as pool:
+            parts = list(pool.map(lambda batch: self._post(batch, render_options), batches))
+        return [result for part in parts for result in part]
+
+    def _post(self, batch: list[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        import requests
+
+        body = {"items": [{"query": r.query, "tool_output": r.tool_output, "tool_type": r.tool_type} for r in batch],
+                "options": {"line_numbers": render_options.line_numbers, "markers": render_options.markers}}
+        attempts = max(0, self.options.max_retries) + 1
+        last: Exception | None = None
+        for attempt in range(attempts):
+            wait = min(MAX_RETRY_WAIT_S, 0.25 * 2 ** attempt)
+            try:
+                response = self._session().post(self.url, json=body, timeout=(5.0, self.options.timeout_s))
+            except (requests.ConnectionError, requests.Timeout) as error:
+                last = ServerError(f"{self.url}: {type(error).__name__}: {error}")
+            else:
+                if response.status_code == 200:
+                    return self._results(response, len(batch))
+                message = _error_message(response)
+                last = ServerError(f"{self.url} answered {response.status_code}: {message}", response.status_code)
+                if response.status_code not in RETRY_STATUSES:
+                    raise last
+                wait = _retry_after(response, wait)
+            if attempt + 1 < attempts:
+                time.sleep(wait)
+        raise last  # type: ignore[misc]
+
+    def _results(self, response: Any, expected: int) -> list[PruneResult]:
+        try:
+            rows = response.json()["results"]
+            results = [PruneResult(**{k: v for k, v in row.items() if k in _RESULT_FIELDS}) for row in rows]
+        except (ValueError, KeyError, TypeError) as error:
+            raise ServerError(f"{self.url} sent an answer that is not a squeez batch result: {error}") from None
+        if len(results) != expected:
+            raise ServerError(f"{self.url} answered {len(results)} results for {expected} items")
+        return results
+
+
+def _error_message(response: Any) -> str:
+    try:
+        return str(response.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return response.text[:500]
+
+
+def _retry_after(response: Any, default: float) -> float:
+    try:
+        return min(MAX_RETRY_WAIT_S, max(0.0, float(response.headers.get("Retry-After", default))))
+    except ValueError:
+        return default
+
+
+def build_server(options: BackendOptions) -> Pruner:
+    return ServerPruner(options)

@@ -1,0 +1,125 @@
+"""Request and response bodies of the pruning API (DESIGN.md, "Serving API").
+
+These pydantic models are the OpenAPI page (``/docs``, ``/openapi.json``): descriptions and
+examples live here, once. Responses carry exactly ``PruneResult.to_dict()`` so an answer from the
+service has the same fields as ``squeez --json`` and the Python API.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+
+EXAMPLE_OUTPUT = ("============================= test session starts ==============================\n"
+                  "collected 3 items\n\n"
+                  "tests/test_io.py::test_read PASSED\n"
+                  "tests/test_io.py::test_write FAILED\n"
+                  "E       AssertionError: expected 3 lines, got 2\n"
+                  "tests/test_io.py::test_close PASSED\n"
+                  "========================= 1 failed, 2 passed in 0.12s =========================")
+
+
+class PruneOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    line_numbers: StrictBool = Field(False, description="Prefix each kept line with its 1-based source line number.")
+    markers: StrictBool = Field(False, description="Show '... [N lines omitted]' where lines were cut.")
+
+
+class _Item(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: StrictStr = Field(..., description="What the agent needs from this output (a short focused question).",
+                             examples=["which test failed and why"])
+    tool_output: StrictStr = Field(..., description="One raw tool output, as text. Lines are split on '\\n' only.",
+                                   examples=[EXAMPLE_OUTPUT])
+    tool_type: Optional[StrictStr] = Field(None, description="Optional hint: the tool that produced the output "
+                                                             "(read_file, grep, pytest, git_log, ...).")
+
+    @field_validator("query")
+    @classmethod
+    def _query_not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("query is empty: say what the agent needs from this output")
+        return value
+
+    @field_validator("tool_output")
+    @classmethod
+    def _tool_output_is_text(cls, value: str) -> str:
+        # JSON can carry NUL as \u0000; an output holding one is binary, and no pruner reads it as lines.
+        if "\x00" in value:
+            raise ValueError("tool_output holds a NUL character: binary output is not text; send text or skip pruning")
+        return value
+
+
+class PruneBody(_Item):
+    """One pruning request."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"query": "which test failed and why", "tool_output": EXAMPLE_OUTPUT}]})
+
+    options: Optional[PruneOptions] = Field(None, description="How the kept lines are shown in 'text'.")
+
+
+class BatchItem(_Item):
+    """One item of a batch (same fields as a single request, without options)."""
+
+
+class BatchBody(BaseModel):
+    """Many pruning requests in one call; answers come back in the same order."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra={"examples": [
+        {"items": [{"query": "which test failed and why", "tool_output": EXAMPLE_OUTPUT},
+                   {"query": "the summary line", "tool_output": EXAMPLE_OUTPUT}]}]})
+
+    items: list[BatchItem] = Field(..., min_length=1, description="The requests, at least one.")
+    options: Optional[PruneOptions] = Field(None, description="Applied to every item.")
+
+
+class PruneAnswer(BaseModel):
+    """The kept lines of one tool output (the shape of ``squeez --json``)."""
+
+    spans: list[list[int]] = Field(..., description="Kept lines as [start, end] pairs, 1-based, inclusive, "
+                                                    "sorted and merged.", examples=[[[4, 5]]])
+    text: str = Field(..., description="The kept source lines, verbatim (never generated text).")
+    kept_lines: int = Field(..., description="Number of lines kept.")
+    total_lines: int = Field(..., description="Number of lines in tool_output (split on '\\n').")
+    compression: float = Field(..., description="1 - kept_lines / total_lines.")
+    pruned: bool = Field(..., description="False: fail-open pass-through, 'text' is the whole output "
+                                          "(see 'reason': timeout, backend error, below min_lines).")
+    reason: Optional[str] = Field(None, description="Why the output was not pruned, or a note (e.g. chunking).")
+    model: Optional[str] = Field(None, description="The pruner that answered.")
+    latency_ms: float = Field(..., description="Time spent in the service on this request, in milliseconds.")
+    input_tokens: int = Field(0, description="Prompt tokens (model backends).")
+    output_tokens: int = Field(0, description="Generated tokens (model backends).")
+    unmatched_lines: int = Field(0, description="Generated lines that matched no source line and were dropped.")
+
+
+class BatchAnswer(BaseModel):
+    results: list[PruneAnswer] = Field(..., description="One answer per item, in request order.")
+    latency_ms: float = Field(..., description="Time spent in the service on the whole batch, in milliseconds.")
+
+
+class ErrorDetail(BaseModel):
+    code: int = Field(..., description="The HTTP status.")
+    message: str = Field(..., description="What was wrong and how to fix it.")
+    type: str = Field(..., description="invalid_request | too_large | unauthorized | overloaded | not_found | internal")
+
+
+class ErrorAnswer(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: str = Field(..., examples=["ok"])
+    backend: str = Field(..., description="vllm (model replicas) or the local backend's name.")
+    model: Optional[str] = Field(None, description="The served model id (model backends).")
+
+
+ERROR_RESPONSES = {
+    401: {"model": ErrorAnswer, "description": "Missing or wrong bearer token (only when a token is configured)."},
+    413: {"model": ErrorAnswer, "description": "Body larger than the size limit, or too many batch items."},
+    422: {"model": ErrorAnswer, "description": "Invalid JSON, missing or empty query, non-text tool_output."},
+    503: {"model": ErrorAnswer, "description": "Queues full; retry after the Retry-After header's seconds."},
+}

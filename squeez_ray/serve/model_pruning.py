@@ -1,0 +1,56 @@
+"""Pruning through the model replicas: the inference code prepares and assembles, Serve generates.
+
+``GenerativePruner.prepare`` renders the prompt contract and chunks long outputs; each chunk job
+becomes one call to the model deployment; ``assemble`` maps the replies back to verbatim source
+lines. Nothing here decides which lines are kept: that is the inference code's, one implementation
+for the CLI, the bulk jobs and the service.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
+from squeez_ray.serve.config import ServeAppConfig
+from squeez_ray.serve.model import ModelClient, ModelError
+from squeez_ray.spans import split_lines
+
+
+class ModelPruning:
+    def __init__(self, config: ServeAppConfig, llm_server: Any):
+        from squeez_ray.backends import BackendOptions
+        from squeez_ray.infer.generative import GenerativePruner
+
+        model_dir = config.resolved_model()
+        options = BackendOptions(**{**config.pruner, "model": model_dir})
+        if options.max_context_tokens is None and config.engine_kwargs.get("max_model_len"):
+            # The engine's context, not the checkpoint's: prompts must fit what vLLM was started with.
+            options.max_context_tokens = int(config.engine_kwargs["max_model_len"])
+        self._pruner = GenerativePruner.for_prompting(model_dir, options)
+        self._pruner.name = config.model_id
+        self._min_lines = options.min_lines
+        self._client = ModelClient(llm_server, config.model_id)
+        self.name = config.model_id
+
+    async def prune(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        results: list[PruneResult | None] = [None] * len(requests)
+        todo = []
+        for i, request in enumerate(requests):
+            if self._min_lines and len(split_lines(request.tool_output)) < self._min_lines:
+                results[i] = unpruned_result(request.tool_output, f"below min_lines={self._min_lines}", model=self.name)
+            else:
+                todo.append(i)
+        if todo:
+            # Tokenising and mapping are CPU work: off the event loop, so other requests keep flowing.
+            prepared = await asyncio.to_thread(self._pruner.prepare, [requests[i] for i in todo])
+            generations = await asyncio.gather(*(self._generate(job) for job in prepared.jobs))
+            done = await asyncio.to_thread(self._pruner.assemble, prepared, generations, render_options)
+            for i, result in zip(todo, done):
+                results[i] = result
+        return results  # type: ignore[return-value]
+
+    async def _generate(self, job: Any) -> Any:
+        if job.prompt is None:
+            raise ModelError("the checkpoint's tokenizer has no chat template; the service needs one to render prompts")
+        return await self._client.complete(job.prompt, job.max_new_tokens)
