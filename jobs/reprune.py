@@ -39,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--files-per-batch", type=int, default=4,
                         help="whole files per actor call; their observations share engine batches (default 4)")
     parser.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs reserved per actor (default 0.5)")
+    parser.add_argument("--gpus-per-worker", type=float, default=0.0,
+                        help="GPUs per actor, for model backends on GPU nodes (default 0)")
     parser.add_argument("--max-query-chars", type=int, default=2000, help="queries are cut to this length")
     add_backend_arguments(parser)  # includes --min-lines (default 10 here) and --batch-size (default 64 here)
     return parser
@@ -53,7 +55,8 @@ def config_from_args(args: argparse.Namespace) -> RepruneConfig:
     options = backend_options_from_args(args, BackendOptions())
     options.min_lines = 0
     return RepruneConfig(settings=settings, backend=args.backend, options=options, workers=args.workers,
-                         files_per_batch=args.files_per_batch, cpus_per_worker=args.cpus_per_worker)
+                         files_per_batch=args.files_per_batch, cpus_per_worker=args.cpus_per_worker,
+                         gpus_per_worker=args.gpus_per_worker)
 
 
 def main(argv: list[str] | None = None) -> int:

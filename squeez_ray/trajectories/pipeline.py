@@ -48,6 +48,7 @@ class RepruneConfig:
     workers: int = 1  # actors, each holding one pruner
     files_per_batch: int = 4  # whole files per actor call: their observations share engine batches
     cpus_per_worker: float = 0.5
+    gpus_per_worker: float = 0.0  # 1 for a vLLM / transformers engine on a GPU node
 
     def validate(self) -> list[str]:
         s = self.settings
@@ -148,7 +149,7 @@ def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
     dataset = dataset.map_batches(RepruneWorker, fn_constructor_kwargs={"config": config},
                                   batch_size=config.files_per_batch,
                                   compute=ray.data.ActorPoolStrategy(size=config.workers),
-                                  num_cpus=config.cpus_per_worker)
+                                  num_cpus=config.cpus_per_worker, num_gpus=config.gpus_per_worker or None)
     for done, row in enumerate(dataset.iter_rows(), start=1):
         if echo:
             print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of {row['observations']} "
@@ -160,4 +161,4 @@ def _resolved_config(config: RepruneConfig) -> dict[str, Any]:
     if options.get("api_key"):
         options["api_key"] = "***"
     return {"backend": config.backend, "workers": config.workers, "files_per_batch": config.files_per_batch,
-            "cpus_per_worker": config.cpus_per_worker, **asdict(config.settings), "backend_options": options}
+            "cpus_per_worker": config.cpus_per_worker, "gpus_per_worker": config.gpus_per_worker, **asdict(config.settings), "backend_options": options}
