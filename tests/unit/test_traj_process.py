@@ -1,0 +1,86 @@
+"""Per-unit re-pruning without Ray: failures counted and left unpruned, pass-through rules, resume."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from squeez_ray.backends import build_pruner
+from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
+from squeez_ray.trajectories.process import (
+    RepruneSettings,
+    is_done,
+    marker_path,
+    process_units,
+)
+
+SWE = "swe-agent/pydicom__pydicom-1458.traj"
+MINI = "mini-swe-agent/django__django-15104.v1.15.0.traj.json"
+
+
+class FailsOnTracebacks(Pruner):
+    """BM25, except that any output holding a traceback makes the whole batch raise."""
+
+    name = "fails-on-tracebacks"
+
+    def __init__(self):
+        self.bm25 = build_pruner("bm25")
+        self.batches: list[int] = []
+
+    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        self.batches.append(len(requests))
+        if any("Traceback" in r.tool_output for r in requests):
+            raise RuntimeError("engine fell over")
+        return self.bm25._prune_batch(requests, render_options)
+
+
+def settings(trajectories_dir, out, **changes) -> RepruneSettings:
+    return RepruneSettings(input_dir=str(trajectories_dir), output_dir=str(out), **changes)
+
+
+def test_a_failing_observation_stays_unpruned_and_is_reported(trajectories_dir, tmp_path):
+    pruner = FailsOnTracebacks()
+    [stats] = process_units([SWE], pruner, settings(trajectories_dir, tmp_path, min_lines=2))
+    assert stats.failed > 0 and stats.pruned > 0 and stats.status == "pruned"
+    assert pruner.batches[0] > 1 and pruner.batches.count(1) >= stats.failed  # retried one by one
+    assert stats.observations == stats.pruned + stats.passed_through + stats.failed
+    original = json.loads((trajectories_dir / SWE).read_text())["trajectory"]
+    written = json.loads((tmp_path / SWE).read_text())["trajectory"]
+    failed_steps = {int(f["where"].split("[")[1].split("]")[0]) for f in stats.failures}
+    assert all("engine fell over" in f["error"] for f in stats.failures)
+    for step in failed_steps:
+        assert "Traceback" in original[step]["observation"]
+        assert written[step]["observation"] == original[step]["observation"]
+    assert any(a["observation"] != b["observation"] for a, b in zip(original, written))
+
+
+def test_short_outputs_pass_through_and_markers_are_optional(trajectories_dir, tmp_path):
+    bm25 = build_pruner("bm25")
+    [with_markers] = process_units([MINI], bm25, settings(trajectories_dir, tmp_path / "a"))
+    [without] = process_units([MINI], bm25, settings(trajectories_dir, tmp_path / "b", markers=False))
+    assert with_markers.reasons["below min_lines=10"] == without.reasons["below min_lines=10"] > 0
+    assert "lines omitted]" in (tmp_path / "a" / MINI).read_text()
+    assert "lines omitted]" not in (tmp_path / "b" / MINI).read_text()
+    [everything] = process_units([MINI], bm25, settings(trajectories_dir, tmp_path / "c", min_lines=1000))
+    assert everything.pruned == 0 and (tmp_path / "c" / MINI).read_bytes() == (trajectories_dir / MINI).read_bytes()
+
+
+def test_a_unit_is_done_only_when_its_output_matches_the_marker(trajectories_dir, tmp_path):
+    process_units([SWE], build_pruner("bm25"), settings(trajectories_dir, tmp_path))
+    assert is_done(str(tmp_path), SWE)["unit"] == SWE
+    (tmp_path / SWE).write_bytes((tmp_path / SWE).read_bytes()[:100])  # damaged after the marker: redo
+    assert is_done(str(tmp_path), SWE) is None
+    marker_path(str(tmp_path), SWE).unlink()
+    assert is_done(str(tmp_path), SWE) is None
+
+
+def test_fixed_query_source_sends_the_given_query(trajectories_dir, tmp_path):
+    seen: list[str] = []
+
+    class Recorder(Pruner):
+        def _prune_batch(self, requests, render_options):
+            seen.extend(r.query for r in requests)
+            return build_pruner("bm25")._prune_batch(requests, render_options)
+
+    process_units([SWE], Recorder(), settings(trajectories_dir, tmp_path, query_source="fixed", query="the error"))
+    assert seen and set(seen) == {"the error"}
