@@ -208,3 +208,37 @@ def test_verify_rejects_changes_outside_observations(trajectories_dir):
     data["trajectory"][0]["observation"] = "fine"
     problems = check_file("swe-agent", original, json.dumps(data, indent=2).encode())
     assert len(problems) == 1 and ".info.submission" in problems[0]
+
+
+def test_codex_current_envelope_is_read_and_written_back(tmp_path):
+    """No real current-format rollout with tool calls exists (TRAJECTORY_FORMATS.md, gaps); this one
+    follows the documented envelope: response_item payloads, and an exec_command_end UI copy."""
+    output = "\n".join(f"line {i}" for i in range(30))
+    records = [
+        {"timestamp": "t0", "type": "session_meta", "payload": {"id": "s", "cwd": "/w"}},
+        {"timestamp": "t1", "type": "response_item", "payload": {
+            "type": "message", "role": "user", "content": [{"type": "input_text", "text": "fix the failing test"}]}},
+        {"timestamp": "t2", "type": "response_item", "payload": {
+            "type": "reasoning", "summary": [{"type": "summary_text", "text": "run the tests"}]}},
+        {"timestamp": "t3", "type": "response_item", "payload": {
+            "type": "function_call", "name": "shell", "call_id": "c1",
+            "arguments": json.dumps({"command": ["bash", "-lc", "pytest -q"]})}},
+        {"timestamp": "t4", "type": "event_msg", "payload": {"type": "exec_command_end", "call_id": "c1",
+                                                              "aggregated_output": output}},
+        {"timestamp": "t5", "type": "response_item", "payload": {
+            "type": "function_call_output", "call_id": "c1",
+            "output": json.dumps({"output": output, "metadata": {"exit_code": 1}}, separators=(",", ":"))}},
+    ]
+    path = tmp_path / "rollout-2025-10-01.jsonl"
+    path.write_text("".join(json.dumps(r, separators=(",", ":"), ensure_ascii=False) + "\n" for r in records))
+    assert detect_format(path) == "codex"
+    doc = codex.load(path)
+    [obs] = codex.iter_observations(doc)
+    assert (obs.text, obs.tool, obs.args, obs.thought, obs.task) == (
+        output, "shell", "pytest -q", "run the tests", "fix the failing test")
+    codex.set_observation(doc, obs, "line 7")
+    data = codex.dump(doc)
+    assert check_file("codex", path.read_bytes(), data) == []
+    lines = data.decode().split("\n")
+    assert json.loads(json.loads(lines[5])["payload"]["output"])["output"] == "line 7"
+    assert lines[:5] == path.read_text().split("\n")[:5]  # the UI log stays as it was
