@@ -148,10 +148,16 @@ class GenerativePruner(Pruner):
         self.options = options  # BackendOptions (not imported: backends.py imports this package)
         self.system_prompt = resolve_system_prompt(options.system_prompt, model_dir)
 
+    _name: str | None = None
+
     @property
     def name(self) -> str:  # type: ignore[override]
         # Read at use: a server backend learns its model's name only once the server has answered.
-        return self.engine.model_name
+        return self._name or self.engine.model_name
+
+    @name.setter
+    def name(self, value: str) -> None:  # callers may report another name (e.g. the served model id)
+        self._name = value
 
     @classmethod
     def for_prompting(cls, model_dir: str | Path, options: Any) -> "GenerativePruner":

@@ -135,3 +135,10 @@ def test_batch_goes_to_the_engine_in_one_call():
     pruner = GenerativePruner(engine, BackendOptions())
     results = pruner.prune_batch([PruneRequest("AssertionError", PYTEST_LOG)] * 5)
     assert engine.calls == [5] and all(r.spans == [[6, 6]] for r in results)
+
+
+def test_reported_model_name_can_be_set():
+    pruner = build_pruner("fake")
+    assert pruner.name == "fake"
+    pruner.name = "served-id"
+    assert pruner.prune("AssertionError", PYTEST_LOG).model == "served-id"
