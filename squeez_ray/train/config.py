@@ -1,0 +1,243 @@
+"""The training workflow's config: one dataclass per section, filled by ``squeez_ray.config.load_config``.
+
+``validate`` methods return every problem at once (the loader collects them); checks that need the
+filesystem or the cluster (input files exist, the base model is there) run at job start instead, so
+the GPU configs validate on a laptop that holds neither the data nor the weights.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+# Base-model names that build a tiny random-weight checkpoint on the fly (squeez_ray.testing.tiny).
+TINY_MODELS = ("tiny-qwen3", "tiny-qwen35")
+
+
+@dataclass
+class ModelSection:
+    base: str = ""  # hub id ("Qwen/Qwen3.5-2B-Base"), a local checkpoint directory, or tiny-qwen3 / tiny-qwen35
+    dtype: Literal["bfloat16", "float16", "float32"] = "bfloat16"  # weights as loaded for training
+    attn_implementation: str | None = "sdpa"  # passed to from_pretrained; "flash_attention_2" where installed
+    gradient_checkpointing: bool = False  # trades ~30% step time for activation memory at 20k tokens
+    # Random weights of the base's architecture (benchmarks, no download): ``architecture`` holds the
+    # config.json fields (model_type included); ``base`` is then only a label.
+    random_init: bool = False
+    architecture: dict[str, Any] = field(default_factory=dict)
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.base:
+            problems.append("base: required (a hub id, a checkpoint directory, or one of " + ", ".join(TINY_MODELS) + ")")
+        if self.random_init and "model_type" not in self.architecture:
+            problems.append("architecture: random_init needs the architecture's config fields, model_type included")
+        if self.architecture and not self.random_init:
+            problems.append("architecture: only read when random_init is true; remove it or set random_init: true")
+        return problems
+
+
+@dataclass
+class LoraSection:
+    r: int = 16
+    alpha: int = 32
+    dropout: float = 0.05
+    # "all-linear": every nn.Linear but the output head (attention, linear attention, MLP); or a list of names.
+    target_modules: Any = "all-linear"
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.r <= 0:
+            problems.append(f"r: {self.r} must be > 0")
+        if self.alpha <= 0:
+            problems.append(f"alpha: {self.alpha} must be > 0")
+        if not 0 <= self.dropout < 1:
+            problems.append(f"dropout: {self.dropout} must be in [0, 1)")
+        ok = isinstance(self.target_modules, str) or (
+            isinstance(self.target_modules, list) and self.target_modules
+            and all(isinstance(m, str) for m in self.target_modules))
+        if not ok:
+            problems.append(f"target_modules: {self.target_modules!r} must be 'all-linear' or a non-empty list of module names")
+        return problems
+
+
+@dataclass
+class DataSection:
+    train_path: str = ""  # Parquet / JSONL in the project format, or released Squeez prompt/response rows
+    eval_path: str | None = None  # dev rows for in-training evaluation; None: the eval_split rows of train_path
+    train_split: str | None = "train"  # keep rows whose split is this; None: every row
+    eval_split: str | None = "dev"
+    max_seq_length: int = 20000  # prompt + response tokens
+    # Longer examples: "truncate" cuts tool-output lines outside the gold block (never the target);
+    # "drop" skips them. Both are counted in the manifest.
+    overlong: Literal["truncate", "drop"] = "truncate"
+    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.infer.prompt)
+    shuffle_seed: int = 0
+    repeat: int = 1  # repeat the training rows (smoke runs on a handful of rows)
+    max_examples: int | None = None  # debug knob: first N rows after filtering
+    tokenize_num_cpus: float = 0.5  # per Ray Data tokenizer actor; fractional so it fits beside the workers
+    tokenize_batch_size: int = 32
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.train_path:
+            problems.append("train_path: required")
+        if self.max_seq_length < 64:
+            problems.append(f"max_seq_length: {self.max_seq_length} is too small (need >= 64 tokens)")
+        if self.repeat < 1:
+            problems.append(f"repeat: {self.repeat} must be >= 1")
+        if self.max_examples is not None and self.max_examples < 1:
+            problems.append(f"max_examples: {self.max_examples} must be >= 1 or null")
+        if self.tokenize_num_cpus <= 0:
+            problems.append(f"tokenize_num_cpus: {self.tokenize_num_cpus} must be > 0")
+        return problems
+
+
+@dataclass
+class OptimSection:
+    epochs: float = 3.0
+    max_steps: int = -1  # debug knob: > 0 overrides epochs (optimizer steps)
+    per_device_batch_size: int = 8
+    gradient_accumulation_steps: int = 4
+    learning_rate: float = 2e-4
+    lr_scheduler: str = "cosine"
+    warmup_ratio: float = 0.05
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    bf16: bool = True  # mixed precision; false on CPU, where bf16 matmuls are slow
+    logging_steps: int = 10
+    save_steps: int = 0  # 0: a checkpoint at the end of each epoch
+    seed: int = 42
+    deepspeed: str | None = None  # DeepSpeed config JSON (ZeRO 2 / 3), relative to the working directory
+    use_cpu: bool = False  # train on CPU even where CUDA exists (DeepSpeed on CPU needs it)
+    # Debug knob: raise once at this optimizer step when the run has not resumed yet, to exercise Ray's
+    # restart-from-checkpoint path; set it after the first checkpoint (0: off).
+    debug_fail_at_step: int = 0
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.epochs <= 0 and self.max_steps <= 0:
+            problems.append("epochs / max_steps: set epochs > 0 or max_steps > 0")
+        for name in ("per_device_batch_size", "gradient_accumulation_steps", "logging_steps"):
+            if getattr(self, name) < 1:
+                problems.append(f"{name}: {getattr(self, name)} must be >= 1")
+        if self.save_steps < 0:
+            problems.append(f"save_steps: {self.save_steps} must be >= 0")
+        if self.learning_rate <= 0:
+            problems.append(f"learning_rate: {self.learning_rate} must be > 0")
+        if not 0 <= self.warmup_ratio < 1:
+            problems.append(f"warmup_ratio: {self.warmup_ratio} must be in [0, 1)")
+        if self.weight_decay < 0:
+            problems.append(f"weight_decay: {self.weight_decay} must be >= 0")
+        if self.deepspeed is not None:
+            problems.extend(_check_deepspeed_file(self.deepspeed))
+        return problems
+
+
+@dataclass
+class ScalingSection:
+    num_workers: int = 1
+    use_gpu: bool = True
+    cpus_per_worker: float = 1.0
+    resources_per_worker: dict[str, float] = field(default_factory=dict)  # extra (e.g. {"accelerator_type:A100": 0.01})
+    placement_strategy: str = "PACK"
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.num_workers < 1:
+            problems.append(f"num_workers: {self.num_workers} must be >= 1")
+        if self.cpus_per_worker <= 0:
+            problems.append(f"cpus_per_worker: {self.cpus_per_worker} must be > 0")
+        if self.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
+            problems.append(f"placement_strategy: {self.placement_strategy!r} is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
+        return problems
+
+
+@dataclass
+class RunSection:
+    name: str = ""  # same storage_path + name = the same run: a resubmitted job resumes from its latest checkpoint
+    storage_path: str = "runs"  # local directory or cloud URI (s3://, gs://); shared storage on multi-node clusters
+    keep_checkpoints: int = 2
+    checkpoint_score: str | None = None  # e.g. "eval_f1" to keep the best; None: keep the latest
+    checkpoint_score_order: Literal["max", "min"] = "max"
+    max_failures: int = 2  # automatic restarts from the latest checkpoint after a worker failure
+
+    def validate(self) -> list[str]:
+        problems = []
+        if not self.name or "/" in self.name:
+            problems.append(f"name: {self.name!r} must be a non-empty name without '/'")
+        if self.keep_checkpoints < 1:
+            problems.append(f"keep_checkpoints: {self.keep_checkpoints} must be >= 1")
+        if self.max_failures < -1:
+            problems.append(f"max_failures: {self.max_failures} must be >= -1 (-1: retry forever)")
+        return problems
+
+
+@dataclass
+class EvalSection:
+    enabled: bool = False  # generate on a dev sample at each epoch end (rank 0) and report F1 / recall / compression
+    num_examples: int = 32
+    max_new_tokens: int = 512
+    batch_size: int = 4
+    fuzzy_threshold: float = 90.0  # rapidfuzz score for mapping generated lines back to source lines
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.num_examples < 1:
+            problems.append(f"num_examples: {self.num_examples} must be >= 1")
+        if self.max_new_tokens < 1 or self.batch_size < 1:
+            problems.append("max_new_tokens / batch_size: must be >= 1")
+        return problems
+
+
+@dataclass
+class TrainConfig:
+    model: ModelSection = field(default_factory=ModelSection)
+    lora: LoraSection = field(default_factory=LoraSection)
+    data: DataSection = field(default_factory=DataSection)
+    train: OptimSection = field(default_factory=OptimSection)
+    scaling: ScalingSection = field(default_factory=ScalingSection)
+    run: RunSection = field(default_factory=RunSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+
+    def validate(self) -> list[str]:
+        problems = []
+        stage = deepspeed_stage(self.train.deepspeed)
+        if self.eval.enabled and stage == 3:
+            problems.append("eval.enabled: in-training generation runs on rank 0 only, which ZeRO-3's sharded "
+                            "weights do not allow; use ZeRO-2 or evaluate the merged checkpoint afterwards")
+        if self.train.deepspeed and not self.scaling.use_gpu and not self.train.use_cpu:
+            problems.append("train.use_cpu: DeepSpeed without GPUs needs use_cpu: true")
+        score = self.run.checkpoint_score
+        if score and score.startswith("eval_") and not self.eval.enabled:
+            problems.append(f"run.checkpoint_score: {score!r} needs eval.enabled: true")
+        if score and score.startswith("eval_") and self.train.save_steps:
+            problems.append(f"run.checkpoint_score: {score!r} is computed at epoch ends; set train.save_steps: 0")
+        if self.train.bf16 and self.model.dtype == "float16":
+            problems.append("train.bf16 with model.dtype float16: pick one precision")
+        return problems
+
+
+def deepspeed_stage(path: str | None) -> int | None:
+    """The ZeRO stage of a DeepSpeed config file, or None (no file / unreadable: reported by validate)."""
+    if not path:
+        return None
+    try:
+        return int(json.loads(Path(path).read_text()).get("zero_optimization", {}).get("stage", 0))
+    except (OSError, ValueError, TypeError, AttributeError):
+        return None
+
+
+def _check_deepspeed_file(path: str) -> list[str]:
+    file = Path(path)
+    if not file.is_file():
+        return [f"deepspeed: {path} does not exist (paths are relative to the working directory)"]
+    try:
+        data = json.loads(file.read_text())
+    except ValueError as error:
+        return [f"deepspeed: {path} is not valid JSON: {error}"]
+    stage = data.get("zero_optimization", {}).get("stage") if isinstance(data, dict) else None
+    if stage not in (0, 1, 2, 3):
+        return [f"deepspeed: {path} has zero_optimization.stage {stage!r}; expected 0-3"]
+    return []

@@ -1,0 +1,253 @@
+"""Training data: labelled rows -> prompt contract -> token ids with the loss on the response only.
+
+Pure functions (``training_row``, ``encode_example``, ``collate``) hold the rules; ``TokenizeBatch`` is
+the Ray Data stage that applies them, and ``build_train_dataset`` the driver-side pipeline that reads,
+tokenises, counts and materialises the set the workers stream with ``get_dataset_shard``.
+
+The prompt is the one inference renders (``render_prompt``: chat template, generation prompt), and the
+response is ``render_target(kept lines)`` plus the template's end-of-turn text, tokenised separately:
+so the model learns exactly the continuation it will be asked for at serving time.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt, render_target
+from squeez_ray.spans import kept_text, line_numbers_of, split_lines
+
+log = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100  # labels the loss skips (prompt and padding)
+_MARK = "\x00squeez-end-of-turn\x00"
+
+
+class TrainDataError(ValueError):
+    """Bad training input: names the file, row or field."""
+
+
+def training_row(example: dict[str, Any]) -> dict[str, Any]:
+    """A canonical labelled example -> the scalar columns the tokenizer stage needs.
+
+    ``first_gold`` / ``last_gold`` bound the lines truncation must keep (0 for a negative).
+    """
+    output = example["tool_output"]
+    lines = split_lines(output)
+    spans = [(int(s["start_line"]), int(s["end_line"])) if isinstance(s, dict) else (int(s[0]), int(s[1]))
+             for s in example.get("gold_spans") or []]
+    kept = kept_text(lines, spans).split("\n") if spans else []
+    numbers = line_numbers_of(spans)
+    return {
+        "instance_id": str(example.get("instance_id", "")),
+        "query": example["query"],
+        "tool_output": output,
+        "target": render_target(kept),
+        "first_gold": min(numbers) if numbers else 0,
+        "last_gold": max(numbers) if numbers else 0,
+    }
+
+
+def end_of_turn_text(tokenizer: Any) -> str:
+    """What the chat template writes after an assistant message (``<|im_end|>`` for ChatML).
+
+    Rendered from the template itself so a model with another template still learns to stop; falls
+    back to the EOS token when the template cannot render an assistant turn.
+    """
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _MARK}]
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False)
+    except Exception:  # a template without assistant turns: EOS is the only stop signal we know
+        text = ""
+    if _MARK in text:
+        tail = text.split(_MARK, 1)[1].rstrip()
+        if tail:
+            return tail
+    return tokenizer.eos_token or ""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    input_ids: list[int]
+    prompt_len: int
+    status: str  # "ok" | "truncated" | "dropped"
+    kept_output_lines: int  # lines of the tool output left in the prompt
+
+
+def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, overlong: str = "truncate",
+                   system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str | None = None) -> Encoded:
+    """Token ids of prompt + response and the prompt length (labels are -100 before it).
+
+    Too long: ``overlong="drop"`` drops it; ``"truncate"`` shrinks the tool output to a window of
+    whole lines that still holds every gold line (trailing lines first, then leading ones), found by
+    bisection; the target is never cut. Nothing fits: dropped.
+    """
+    end_text = end_of_turn_text(tokenizer) if end_text is None else end_text
+    response = _ids(tokenizer, row["target"] + end_text)
+    lines = split_lines(row["tool_output"])
+
+    def prompt_ids(first: int, last: int) -> list[int]:  # 1-based inclusive window of output lines
+        output = "\n".join(lines[first - 1:last])
+        return _ids(tokenizer, render_prompt(tokenizer, row["query"], output, system_prompt))
+
+    def fits(ids: list[int]) -> bool:
+        return len(ids) + len(response) <= max_seq_length
+
+    full = prompt_ids(1, len(lines))
+    if fits(full):
+        return Encoded(full + response, len(full), "ok", len(lines))
+    if overlong == "drop":
+        return Encoded([], 0, "dropped", 0)
+    first_gold, last_gold = int(row["first_gold"]), int(row["last_gold"])
+    # Phase 1: cut trailing lines after the last gold line (or down to one line for a negative).
+    min_last = last_gold or 1
+    last = _largest_fitting(min_last, len(lines), lambda b: fits(prompt_ids(1, b)))
+    if last is not None:
+        ids = prompt_ids(1, last)
+        return Encoded(ids + response, len(ids), "truncated", last)
+    # Phase 2: also cut leading lines before the first gold line.
+    max_first = first_gold or min_last
+    first = _smallest_fitting(1, max_first, lambda a: fits(prompt_ids(a, min_last)))
+    if first is None:
+        return Encoded([], 0, "dropped", 0)
+    ids = prompt_ids(first, min_last)
+    return Encoded(ids + response, len(ids), "truncated", min_last - first + 1)
+
+
+def _ids(tokenizer: Any, text: str) -> list[int]:
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def _largest_fitting(low: int, high: int, ok) -> int | None:
+    """Largest b in [low, high] with ok(b), assuming ok is monotone (true up to some b)."""
+    if not ok(low):
+        return None
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if ok(mid) else (low, mid - 1)
+    return low
+
+
+def _smallest_fitting(low: int, high: int, ok) -> int | None:
+    """Smallest a in [low, high] with ok(a), assuming ok is monotone (false up to some a)."""
+    if not ok(high):
+        return None
+    while low < high:
+        mid = (low + high) // 2
+        low, high = (low, mid) if ok(mid) else (mid + 1, high)
+    return low
+
+
+def collate(batch: dict[str, Any], *, pad_id: int) -> dict[str, Any]:
+    """Right-pad a batch of variable-length ids; labels copy the ids with -100 on prompt and padding."""
+    import numpy as np
+    import torch
+
+    sequences = [np.asarray(ids, dtype=np.int64) for ids in batch["input_ids"]]
+    prompt_lens = [int(n) for n in batch["prompt_len"]]
+    width = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), width), pad_id, dtype=torch.long)
+    labels = torch.full((len(sequences), width), IGNORE_INDEX, dtype=torch.long)
+    attention = torch.zeros((len(sequences), width), dtype=torch.long)
+    for i, (ids, prompt_len) in enumerate(zip(sequences, prompt_lens)):
+        n = len(ids)
+        input_ids[i, :n] = torch.from_numpy(ids)
+        labels[i, prompt_len:n] = input_ids[i, prompt_len:n]
+        attention[i, :n] = 1
+    return {"input_ids": input_ids, "labels": labels, "attention_mask": attention}
+
+
+class TokenizeBatch:
+    """Ray Data stage (an actor: the tokenizer loads once): rows -> input_ids, prompt_len, status."""
+
+    def __init__(self, tokenizer_dir: str, max_seq_length: int, overlong: str, system_prompt: str):
+        from transformers import AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        self.end_text = end_of_turn_text(self.tokenizer)
+        self.max_seq_length, self.overlong, self.system_prompt = max_seq_length, overlong, system_prompt
+
+    def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        out: dict[str, list] = {"instance_id": [], "input_ids": [], "prompt_len": [], "status": [],
+                                "n_tokens": [], "kept_output_lines": []}
+        keys = list(batch)
+        for i in range(len(batch["query"])):
+            row = {k: batch[k][i] for k in keys}
+            enc = encode_example(self.tokenizer, row, max_seq_length=self.max_seq_length, overlong=self.overlong,
+                                 system_prompt=self.system_prompt, end_text=self.end_text)
+            out["instance_id"].append(str(row["instance_id"]))
+            out["input_ids"].append(np.asarray(enc.input_ids, dtype=np.int32))
+            out["prompt_len"].append(enc.prompt_len)
+            out["status"].append(enc.status)
+            out["n_tokens"].append(len(enc.input_ids))
+            out["kept_output_lines"].append(enc.kept_output_lines)
+        return {k: (np.asarray(v) if k != "input_ids" else _object_array(v)) for k, v in out.items()}
+
+
+def _object_array(items: list) -> Any:
+    import numpy as np
+
+    array = np.empty(len(items), dtype=object)
+    array[:] = items
+    return array
+
+
+def load_rows(path: str, split: str | None, *, what: str) -> list[dict[str, Any]]:
+    """Canonical rows of ``path`` (any format squeez_ray.schema reads), filtered to ``split``."""
+    from squeez_ray.schema import read_examples
+
+    rows = read_examples(path)
+    if split is not None:
+        rows = [r for r in rows if r.get("split") == split]
+    if not rows:
+        splits = sorted({str(r.get("split")) for r in read_examples(path)}) if split is not None else []
+        hint = f" (splits present: {', '.join(splits)})" if splits else ""
+        raise TrainDataError(f"{what}: {path} has no rows with split={split!r}{hint}")
+    return rows
+
+
+@dataclass
+class PreparedData:
+    dataset: Any  # ray.data.Dataset with input_ids, prompt_len (materialised)
+    counts: dict[str, int]
+
+
+def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data_cfg: Any) -> PreparedData:
+    """Tokenise ``rows`` with Ray Data, count ok / truncated / dropped, and keep the trainable ones."""
+    import ray
+
+    items = [training_row(r) for r in rows]
+    random.Random(data_cfg.shuffle_seed).shuffle(items)
+    if data_cfg.max_examples:
+        items = items[:data_cfg.max_examples]
+    items = items * data_cfg.repeat
+    system_prompt = data_cfg.system_prompt or DEFAULT_SYSTEM_PROMPT
+    tokenized = ray.data.from_items(items).map_batches(
+        TokenizeBatch, fn_constructor_kwargs=dict(tokenizer_dir=tokenizer_dir, max_seq_length=data_cfg.max_seq_length,
+                                                  overlong=data_cfg.overlong, system_prompt=system_prompt),
+        batch_size=data_cfg.tokenize_batch_size, concurrency=1, num_cpus=data_cfg.tokenize_num_cpus,
+    ).materialize()
+    stats = tokenized.select_columns(["status", "n_tokens"]).to_pandas()
+    kept = stats[stats.status != "dropped"]
+    counts = {
+        "rows": len(items),
+        "unique_rows": len(items) // data_cfg.repeat,
+        "ok": int((stats.status == "ok").sum()),
+        "truncated": int((stats.status == "truncated").sum()),
+        "dropped": int((stats.status == "dropped").sum()),
+        "train_examples": len(kept),
+        "train_tokens": int(kept.n_tokens.sum()),
+        "max_tokens": int(kept.n_tokens.max()) if len(kept) else 0,
+    }
+    if counts["dropped"]:
+        log.warning("%d of %d training examples dropped: longer than max_seq_length=%d (overlong=%s)",
+                    counts["dropped"], counts["rows"], data_cfg.max_seq_length, data_cfg.overlong)
+    if not counts["train_examples"]:
+        raise TrainDataError(f"no training example fits max_seq_length={data_cfg.max_seq_length}")
+    dataset = tokenized.filter(lambda row: row["status"] != "dropped").select_columns(
+        ["input_ids", "prompt_len"]).materialize()
+    return PreparedData(dataset, counts)

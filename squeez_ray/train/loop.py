@@ -1,0 +1,184 @@
+"""The per-worker training loop: Hugging Face Trainer + PEFT, fed by a Ray Data shard, reporting to Ray.
+
+Contract with Ray Train (as in the Anyscale fine-tuning templates): resume from
+``ray.train.get_checkpoint()`` when there is one; report metrics at every logging step and each
+checkpoint with ``ray.train.report(metrics, checkpoint=...)`` from every rank (the call is a barrier).
+Each rank trains in its own local output folder, so ranks never race on files; Ray merges the ranks'
+checkpoint folders (rank 0's adapter + optimiser, every rank's RNG state / ZeRO shards) into one.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import math
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.train.data import collate
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "squeez_train.json"  # written into every checkpoint: what merge / serve / eval read
+
+
+def batches_per_epoch(n_examples: int, num_workers: int, batch_size: int) -> int:
+    """Batches one worker sees per epoch: Ray splits the set equally, so each worker gets n // workers rows."""
+    per_worker = n_examples // num_workers
+    if per_worker < 1:
+        raise ValueError(f"{n_examples} training examples cannot be split across {num_workers} workers")
+    return math.ceil(per_worker / batch_size)
+
+
+def _shard_dataset_class():
+    from torch.utils.data import IterableDataset
+
+    class ShardBatches(IterableDataset):
+        """One epoch of a worker's Ray Data shard as padded batches, with a known length.
+
+        The length lets the HF Trainer count epochs (and fire epoch-end evaluation and saves) as it
+        does for a map-style dataset; extra batches are consumed but not yielded, so every worker
+        drains its split and the streaming split stays in step.
+        """
+
+        def __init__(self, shard: Any, batch_size: int, n_batches: int, pad_id: int):
+            self.shard, self.batch_size, self.n_batches, self.pad_id = shard, batch_size, n_batches, pad_id
+
+        def __len__(self) -> int:
+            return self.n_batches
+
+        def __iter__(self):
+            batches = self.shard.iter_torch_batches(batch_size=self.batch_size, drop_last=False,
+                                                    collate_fn=functools.partial(collate, pad_id=self.pad_id))
+            for i, batch in enumerate(batches):
+                if i < self.n_batches:
+                    yield batch
+
+    return ShardBatches
+
+
+def _trainer_class():
+    from torch.utils.data import DataLoader
+    from transformers import Trainer
+
+    class ShardTrainer(Trainer):
+        # Ray already shards and batches the data: no sampler, no accelerate re-sharding.
+        def get_train_dataloader(self) -> DataLoader:
+            return DataLoader(self.train_dataset, batch_size=None)
+
+    return ShardTrainer
+
+
+def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
+               tokenizer: Any, fail_at_step: int):
+    import ray.train
+    from transformers import TrainerCallback
+
+    shared: dict[str, Any] = {"eval": {}, "latest": {}}
+
+    class ReportToRay(TrainerCallback):
+        """Every logging step: loss, learning rate, tokens/s to Ray; every save: the checkpoint too."""
+
+        def on_train_begin(self, args, state, control, **kwargs):
+            self.mark = (time.perf_counter(), state.num_input_tokens_seen)
+
+        def on_log(self, args, state, control, logs=None, **kwargs):
+            now, tokens = time.perf_counter(), state.num_input_tokens_seen
+            elapsed = now - self.mark[0]
+            metrics = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
+            metrics.update(step=state.global_step, epoch=state.epoch or 0.0, num_input_tokens_seen=tokens,
+                           tokens_per_s=(tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0)
+            self.mark = (now, tokens)
+            shared["latest"] = {**shared["latest"], **metrics}
+            ray.train.report({**shared["latest"], **shared["eval"]})
+
+        def on_save(self, args, state, control, **kwargs):
+            folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+            if rank == 0:
+                (folder / METADATA_FILE).write_text(json.dumps({**metadata, "global_step": state.global_step}, indent=2))
+            checkpoint = ray.train.Checkpoint.from_directory(str(folder)) if folder.is_dir() else None
+            metrics = {**shared["latest"], **shared["eval"], "step": state.global_step}
+            # Unique per step, so a resumed run never overwrites an earlier checkpoint.
+            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"checkpoint_{state.global_step:06d}",
+                             delete_local_checkpoint_after_upload=True)
+            self.mark = (time.perf_counter(), state.num_input_tokens_seen)  # saving is not training time
+
+    class EpochEval(TrainerCallback):
+        """Rank 0 only: generate on the dev sample at each epoch end; metrics ride on the next report."""
+
+        def on_epoch_end(self, args, state, control, model=None, **kwargs):
+            from squeez_ray.train.evaluate import evaluate_generation
+
+            started = time.perf_counter()
+            scores = evaluate_generation(model, tokenizer, eval_rows, system_prompt=metadata["system_prompt"],
+                                         max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
+                                         fuzzy_threshold=cfg.eval.fuzzy_threshold)
+            shared["eval"] = {f"eval_{k}": v for k, v in scores.items()}
+            log.info("epoch %.2f eval (%d examples, %.1fs): %s", state.epoch or 0, len(eval_rows),
+                     time.perf_counter() - started, shared["eval"])
+
+    class FailOnce(TrainerCallback):
+        """Debug knob (train.debug_fail_at_step): crash once, to exercise Ray's restart-and-resume path."""
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == fail_at_step and ray.train.get_checkpoint() is None:
+                raise RuntimeError(f"debug_fail_at_step={fail_at_step}: injected failure")
+
+    callbacks = [ReportToRay()]
+    if rank == 0 and eval_rows:
+        callbacks.insert(0, EpochEval())
+    if fail_at_step > 0:
+        callbacks.append(FailOnce())
+    return callbacks
+
+
+def training_arguments(cfg: Any, output_dir: str, *, world_size: int) -> Any:
+    from transformers import TrainingArguments
+
+    t = cfg.train
+    return TrainingArguments(
+        output_dir=output_dir, per_device_train_batch_size=t.per_device_batch_size,
+        gradient_accumulation_steps=t.gradient_accumulation_steps, num_train_epochs=t.epochs,
+        max_steps=t.max_steps, learning_rate=t.learning_rate, lr_scheduler_type=t.lr_scheduler,
+        warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
+        bf16=t.bf16, use_cpu=t.use_cpu or not cfg.scaling.use_gpu, seed=t.seed, deepspeed=t.deepspeed,
+        logging_strategy="steps", logging_steps=t.logging_steps,
+        save_strategy="steps" if t.save_steps else "epoch", save_steps=t.save_steps or 500, save_total_limit=1,
+        gradient_checkpointing=cfg.model.gradient_checkpointing,
+        gradient_checkpointing_kwargs={"use_reentrant": False} if cfg.model.gradient_checkpointing else None,
+        include_num_input_tokens_seen="non_padding", report_to="none", disable_tqdm=True,
+        remove_unused_columns=False, dataloader_pin_memory=False,
+        ddp_find_unused_parameters=False if world_size > 1 else None)
+
+
+def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
+    """Runs on every Ray Train worker. ``loop_config``: config, base, n_batches, metadata, eval_rows."""
+    import ray.train
+
+    from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer
+
+    cfg = loop_config["config"]
+    context = ray.train.get_context()
+    rank, world = context.get_world_rank(), context.get_world_size()
+    tokenizer = load_tokenizer(loop_config["base"])
+    model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
+                       gradient_checkpointing=cfg.model.gradient_checkpointing)
+    dataset = _shard_dataset_class()(ray.train.get_dataset_shard("train"), cfg.train.per_device_batch_size,
+                                     loop_config["n_batches"], tokenizer.pad_token_id)
+    output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{rank}-")
+    trainer = _trainer_class()(
+        model=model, args=training_arguments(cfg, output_dir, world_size=world),
+        train_dataset=dataset,
+        callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
+                             cfg.train.debug_fail_at_step))
+    checkpoint = ray.train.get_checkpoint()
+    if checkpoint is None:
+        trainer.train()
+        return
+    # Keep the folder open for the whole run: for cloud storage it is a temporary download.
+    with checkpoint.as_directory() as folder:
+        log.info("rank %d resuming from %s", rank, folder)
+        trainer.train(resume_from_checkpoint=folder)

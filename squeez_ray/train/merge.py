@@ -1,0 +1,135 @@
+"""Merge a trained LoRA adapter into its base: a standalone checkpoint vLLM serves as is.
+
+The training checkpoint says what it was trained on (``squeez_train.json``: base model, prompt
+format, system prompt, config, data counts), so merging needs only the checkpoint. The output folder
+holds the merged weights, the tokenizer with its chat template, a generation config that stops at the
+end-of-turn text the model was trained to emit, and ``manifest.json``; it appears whole or not at all.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.train.loop import METADATA_FILE
+
+log = logging.getLogger(__name__)
+
+
+class MergeError(ValueError):
+    """A checkpoint or output folder that cannot be merged into / written, named."""
+
+
+def find_checkpoint(path: str | Path) -> Path:
+    """``path`` itself when it is a training checkpoint; for a run folder, its latest checkpoint."""
+    folder = Path(path)
+    if (folder / METADATA_FILE).is_file():
+        return folder
+    if not folder.is_dir():
+        raise MergeError(f"{folder} does not exist")
+    candidates = [c for c in folder.glob("checkpoint_*") if (c / METADATA_FILE).is_file()]
+    if not candidates:
+        raise MergeError(f"{folder} is neither a training checkpoint (no {METADATA_FILE}) nor a run folder holding one")
+    return max(candidates, key=lambda c: int(re.sub(r"\D", "", c.name) or 0))
+
+
+def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: bool = False,
+                  base_override: str | None = None) -> dict[str, Any]:
+    """Write the merged model to ``out_dir``; returns its manifest."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    from squeez_ray.train.data import end_of_turn_text
+    from squeez_ray.train.model import load_tokenizer
+
+    source = find_checkpoint(checkpoint)
+    meta = json.loads((source / METADATA_FILE).read_text())
+    out = Path(out_dir)
+    if out.exists() and not overwrite:
+        raise MergeError(f"{out} exists; pass --overwrite to replace it")
+    base = base_override or meta["base_model_path"]
+    if not base or ("/" in base and base.startswith((".", "/")) and not Path(base).is_dir()):
+        raise MergeError(f"{source / METADATA_FILE}: base_model_path {base!r} is not there; pass --base")
+    dtype = getattr(torch, meta.get("config", {}).get("model", {}).get("dtype", "float32"))
+    started = time.time()
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    merged = PeftModel.from_pretrained(model, str(source)).merge_and_unload()
+    merged.config.use_cache = True
+    tokenizer = load_tokenizer(base)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        merged.save_pretrained(staging, safe_serialization=True)
+        tokenizer.save_pretrained(staging, save_jinja_files=False)  # chat template inside tokenizer_config.json
+        generation = _generation_config(base, tokenizer, end_of_turn_text(tokenizer), GenerationConfig)
+        generation.save_pretrained(staging)
+        manifest = {
+            "kind": "squeez-merged", "base_model": meta.get("base_model"), "base_model_path": base,
+            "adapter": str(source), "global_step": meta.get("global_step"),
+            "prompt_format": meta["prompt_format"], "system_prompt": meta["system_prompt"],
+            "training_config": meta.get("config"), "data": meta.get("data"), "lora": meta.get("lora"),
+            "training_git_revision": meta.get("git_revision"), "git_revision": git_revision(),
+            "merged_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "merge_s": round(time.time() - started, 1),
+        }
+        write_json_atomic(staging / "manifest.json", manifest)
+        if out.exists():
+            shutil.rmtree(out)
+        os.replace(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _generation_config(base: str, tokenizer: Any, end_text: str, cls: Any) -> Any:
+    """The base's generation config, greedy, stopping at the trained end-of-turn token too."""
+    try:
+        config = cls.from_pretrained(base)
+    except OSError:  # bases without generation_config.json
+        config = cls()
+    eos = config.eos_token_id
+    eos_ids = list(eos) if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
+    end_ids = tokenizer(end_text, add_special_tokens=False)["input_ids"] if end_text else []
+    if len(end_ids) == 1 and end_ids[0] not in eos_ids:
+        eos_ids.append(end_ids[0])
+    if tokenizer.eos_token_id is not None and tokenizer.eos_token_id not in eos_ids:
+        eos_ids.append(tokenizer.eos_token_id)
+    config.eos_token_id = eos_ids
+    config.pad_token_id = tokenizer.pad_token_id
+    config.do_sample = False
+    for sampling_only in ("temperature", "top_p", "top_k"):  # greedy: silence validation warnings
+        setattr(config, sampling_only, None)
+    return config
+
+
+def verify_with_vllm(model_dir: str | Path, *, max_model_len: int = 2048, max_tokens: int = 32) -> str:
+    """Load the merged checkpoint in vLLM and generate once through the prompt contract; returns the reply.
+
+    Needs a ``__main__`` guard in the calling script (vLLM starts worker processes).
+    """
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from transformers import AutoConfig
+    from vllm import LLM, SamplingParams
+
+    from squeez_ray.infer.prompt import render_prompt
+
+    manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
+    context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", max_model_len)
+    llm = LLM(model=str(model_dir), max_model_len=min(context, max_model_len), dtype="auto", enforce_eager=True)
+    try:
+        prompt = render_prompt(llm.get_tokenizer(), "which test failed",
+                               "test_a PASSED\ntest_b FAILED\nAssertionError: 1 != 2", manifest["system_prompt"])
+        output = llm.generate([prompt], SamplingParams(max_tokens=max_tokens, temperature=0.0))[0]
+        return output.outputs[0].text
+    finally:
+        del llm

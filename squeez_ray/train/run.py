@@ -1,0 +1,151 @@
+"""The training job: read and tokenise the data with Ray Data, fit with a Ray Train TorchTrainer, write a manifest.
+
+One run = ``run.storage_path / run.name``: Ray Train keeps its checkpoints and run snapshot there, so a
+job resubmitted with the same name (or restarted by Ray after a failure) continues from the latest
+checkpoint instead of from zero. The driver also keeps the resolved base model (for tiny / random
+bases) and ``manifest.json`` there.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.config import to_dict
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.train.config import TrainConfig
+
+log = logging.getLogger(__name__)
+
+
+class TrainJobError(RuntimeError):
+    """A user-facing problem with the job's inputs (named file, field), reported without a traceback."""
+
+
+@dataclass
+class TrainOutcome:
+    run_dir: str
+    checkpoint: str | None  # the latest checkpoint folder (adapter + squeez_train.json)
+    metrics: dict[str, Any]
+    counts: dict[str, int]
+    manifest: str
+
+
+def _is_uri(path: str) -> bool:
+    return "://" in path
+
+
+def check_inputs(config: TrainConfig) -> None:
+    """The filesystem checks validate() leaves to job start: every problem at once."""
+    problems = []
+    for key, path in (("data.train_path", config.data.train_path), ("data.eval_path", config.data.eval_path)):
+        if path and not _is_uri(path) and not Path(path).exists():
+            problems.append(f"{key}: {path} does not exist")
+    base = config.model.base
+    if _is_uri(config.run.storage_path) and (config.model.random_init or base.startswith("tiny-")):
+        problems.append("model.base: tiny / random bases are built on the driver and need a local run.storage_path")
+    if problems:
+        raise TrainJobError("cannot start training:\n  - " + "\n  - ".join(problems))
+
+
+def _init_ray() -> None:
+    import ray
+
+    if ray.is_initialized():
+        return
+    # Inside `ray job submit` RAY_ADDRESS points at the cluster; standalone this starts a local Ray.
+    ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=True)
+
+
+def _eval_sample(config: TrainConfig) -> list[dict[str, Any]] | None:
+    from squeez_ray.train.data import load_rows
+    from squeez_ray.train.evaluate import eval_row
+
+    if not config.eval.enabled:
+        return None
+    path = config.data.eval_path or config.data.train_path
+    rows = load_rows(path, config.data.eval_split, what="data.eval_path" if config.data.eval_path else "data.train_path")
+    random.Random(config.data.shuffle_seed).shuffle(rows)
+    return [eval_row(r) for r in rows[:config.eval.num_examples]]
+
+
+def run_training(config: TrainConfig, *, config_path: str | None = None) -> TrainOutcome:
+    """Fit the LoRA adapter described by ``config``; returns where the latest checkpoint is."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from squeez_ray.train.data import build_train_dataset, load_rows
+    from squeez_ray.train.loop import batches_per_epoch, train_loop_per_worker
+    from squeez_ray.train.model import resolve_base
+
+    check_inputs(config)
+    _init_ray()
+    storage = config.run.storage_path if _is_uri(config.run.storage_path) else str(Path(config.run.storage_path).resolve())
+    run_dir = f"{storage.rstrip('/')}/{config.run.name}"
+    local_run_dir = None if _is_uri(storage) else Path(run_dir)
+    if local_run_dir:
+        local_run_dir.mkdir(parents=True, exist_ok=True)
+
+    started = time.time()
+    base = resolve_base(config.model, local_run_dir or Path("."))
+    rows = load_rows(config.data.train_path, config.data.train_split, what="data.train_path")
+    prepared = build_train_dataset(rows, base, config.data)
+    n_batches = batches_per_epoch(prepared.counts["train_examples"], config.scaling.num_workers,
+                                  config.train.per_device_batch_size)
+    system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
+    metadata = {
+        "base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,
+        "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
+        "data": {"train_path": config.data.train_path, "eval_path": config.data.eval_path, **prepared.counts},
+        "git_revision": git_revision(),
+    }
+    resources = {"CPU": config.scaling.cpus_per_worker, **config.scaling.resources_per_worker}
+    if config.scaling.use_gpu:
+        resources["GPU"] = 1
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"config": config, "base": base, "n_batches": n_batches, "metadata": metadata,
+                           "eval_rows": _eval_sample(config)},
+        scaling_config=ray.train.ScalingConfig(num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
+                                               resources_per_worker=resources,
+                                               placement_strategy=config.scaling.placement_strategy),
+        run_config=ray.train.RunConfig(
+            name=config.run.name, storage_path=storage,
+            checkpoint_config=ray.train.CheckpointConfig(
+                num_to_keep=config.run.keep_checkpoints, checkpoint_score_attribute=config.run.checkpoint_score,
+                checkpoint_score_order=config.run.checkpoint_score_order),
+            failure_config=ray.train.FailureConfig(max_failures=config.run.max_failures)),
+        datasets={"train": prepared.dataset},
+    )
+    result = trainer.fit()
+    checkpoint = result.checkpoint.path if result.checkpoint else None
+    metrics = {k: v for k, v in (result.metrics or {}).items() if isinstance(v, (int, float, str))}
+    manifest = {
+        "job": "train", "run_dir": run_dir, "config_path": config_path, "config": to_dict(config),
+        "git_revision": git_revision(), "base_model": config.model.base, "base_model_path": base,
+        "prompt_format": PROMPT_FORMAT, "inputs": {"train_path": config.data.train_path, "eval_path": config.data.eval_path},
+        "counts": prepared.counts, "batches_per_epoch_per_worker": n_batches, "latest_checkpoint": checkpoint,
+        "final_metrics": metrics, "wall_s": round(time.time() - started, 1),
+    }
+    manifest_path = f"{run_dir}/manifest.json"
+    _write_manifest(manifest_path, manifest)
+    return TrainOutcome(run_dir, checkpoint, metrics, prepared.counts, manifest_path)
+
+
+def _write_manifest(path: str, manifest: dict[str, Any]) -> None:
+    if not _is_uri(path):
+        write_json_atomic(path, manifest)
+        return
+    import json
+
+    import pyarrow.fs
+
+    filesystem, inner = pyarrow.fs.FileSystem.from_uri(path)
+    with filesystem.open_output_stream(inner) as stream:
+        stream.write((json.dumps(manifest, indent=2, default=str) + "\n").encode())
