@@ -57,8 +57,17 @@ class Wrong(Pruner):
         return [PruneResult(spans=[[1, 10_000]], kept_lines=10_000, total_lines=10_000, text="x", pruned=True)
                 for _ in requests]
 
+class Typed(Pruner):
+    """Keeps the lines that mention the request's tool_type hint."""
+    name = "typed"
+    def _prune_batch(self, requests, render_options):
+        return [make_result(r.tool_output, [(i + 1, i + 1) for i, line in enumerate(r.tool_output.split("\n"))
+                                            if r.tool_type and r.tool_type in line],
+                            model=self.name, render_options=render_options) for r in requests]
+
 build_boom, build_sleepy, build_noisy, build_wrong = (lambda o: Boom()), (lambda o: Sleepy()), (lambda o: Noisy()), (lambda o: Wrong())
-for name in ("boom", "sleepy", "noisy", "wrong"):
+build_typed = lambda o: Typed()
+for name in ("boom", "sleepy", "noisy", "wrong", "typed"):
     backends.BACKENDS[name] = "__main__:build_" + name
 from squeez_ray.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -359,3 +368,11 @@ def test_an_unwritable_store_still_answers_and_says_so(env, tmp_path):
     assert b"store: cannot write" in out.stderr
     no_store = squeez(["--backend", "bm25", "--no-store", "error"], make_log(), env)
     assert answer_lines(no_store.stdout)[1].endswith(b"full output not kept (store disabled)]")
+
+
+def test_tool_type_hint_reaches_the_backend(env):
+    data = make_log()
+    out = squeez(["--backend", "typed", "--tool-type", "module_42.c", "q"], data, env, runner=True)
+    assert answer_lines(out.stdout)[0] == [b"ERROR module_42.c:17: undefined reference to `frobnicate'"]
+    from_env = squeez(["--backend", "typed", "q"], data, {**env, "SQUEEZ_TOOL_TYPE": "step 7:"}, runner=True)
+    assert answer_lines(from_env.stdout)[0] == [b"INFO step 7: compiling module_7.c"]
