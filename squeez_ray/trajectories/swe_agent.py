@@ -91,14 +91,21 @@ def set_observation(doc: JsonDoc, obs: Observation, new_text: str) -> None:
     data["trajectory"][step_index]["observation"] = new_text
     if history_index is not None:
         message["content"] = new_content
-        # Each step's query/messages repeats the history so far: same position, same role, same content.
+        # Each step's query/messages repeats the history so far: same position, same role, same text
+        # (a cache-control processor may have turned the string into a text block; a processor that
+        # elided old outputs left no copy of the text, so that message stays).
+        old_text = text_of(old_content)
         for step in data["trajectory"]:
             for key in ("query", "messages"):
                 copies = step.get(key) if isinstance(step, dict) else None
-                if (isinstance(copies, list) and history_index < len(copies) and isinstance(copies[history_index], dict)
-                        and copies[history_index].get("role") == message.get("role")
-                        and copies[history_index].get("content") == old_content):
-                    copies[history_index] = {**copies[history_index], "content": new_content}
+                if not (isinstance(copies, list) and history_index < len(copies)
+                        and isinstance(copies[history_index], dict)):
+                    continue
+                copy = copies[history_index]
+                if copy.get("role") == message.get("role") and text_of(copy.get("content")) == old_text:
+                    replaced = replace_prefix(copy.get("content"), old, new_text)
+                    if replaced is not None:
+                        copies[history_index] = {**copy, "content": replaced}
     doc.changed = True
 
 

@@ -13,6 +13,7 @@ from squeez_ray.trajectories import (
     codex,
     mini_swe_agent,
     openhands,
+    swe_agent,
 )
 from squeez_ray.trajectories.detect import ADAPTERS, detect_format, discover_units
 from squeez_ray.trajectories.verify import check_file
@@ -242,3 +243,24 @@ def test_codex_current_envelope_is_read_and_written_back(tmp_path):
     lines = data.decode().split("\n")
     assert json.loads(json.loads(lines[5])["payload"]["output"])["output"] == "line 7"
     assert lines[:5] == path.read_text().split("\n")[:5]  # the UI log stays as it was
+
+
+def test_swe_agent_query_copies_in_text_blocks_follow_too(trajectories_dir, tmp_path):
+    """SWE-agent >= 1.1 keeps each step's LM input in ``query``; a cache-control processor stores
+    the same text as a block. Built from the real 1.x sample by adding such a copy."""
+    data = json.loads((trajectories_dir / "swe-agent/6e44b9__sweagenttestrepo-1c2844.traj").read_text())
+    history = data["history"]
+    data["trajectory"][2]["query"] = [
+        {**m, "content": [{"type": "text", "text": m["content"], "cache_control": {"type": "ephemeral"}}]}
+        for m in history[:6]]
+    path = tmp_path / "with-query.traj"
+    path.write_text(json.dumps(data, indent=2))
+    doc = swe_agent.load(path)
+    first = swe_agent.iter_observations(doc)[0]
+    swe_agent.set_observation(doc, first, "PRUNED")
+    new = json.loads(swe_agent.dump(doc))
+    j = first.locator[1]
+    block = new["trajectory"][2]["query"][j]["content"][0]
+    assert block["text"] == new["history"][j]["content"] and block["text"].startswith("PRUNED\n(Open file")
+    assert block["cache_control"] == {"type": "ephemeral"}
+    assert check_file("swe-agent", path.read_bytes(), swe_agent.dump(doc)) == []
