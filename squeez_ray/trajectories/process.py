@@ -209,11 +209,7 @@ def _why_unreadable(path: Path) -> str:
     try:
         json.loads(text)
     except json.JSONDecodeError as error:
-        first = text.split("\n", 1)[0]
-        try:
-            json.loads(first)
-        except json.JSONDecodeError:
-            return f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        return f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
     return f"{path}: JSON of no known trajectory format"
 
 
