@@ -2,6 +2,7 @@
 into a new tree with the same files in the same formats, on Ray Data.
 
     python jobs/reprune.py --input RUNS --output PRUNED --backend bm25
+    python jobs/reprune.py --config jobs/configs/reprune.yaml --input RUNS --output PRUNED
     ray job submit --working-dir . -- python jobs/reprune.py --input /shared/runs --output /shared/pruned \\
         --backend vllm --model /models/squeez-2b --workers 4
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from squeez_ray.backends import (
     BackendOptions,
@@ -25,8 +27,10 @@ from squeez_ray.trajectories.process import RepruneSettings
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", required=True, help="directory of stored runs (never modified)")
-    parser.add_argument("--output", required=True, help="directory for the pruned tree, reports and manifest")
+    parser.add_argument("--config", help="YAML whose keys are these flags' names with underscores (flags win); "
+                                         "engine_kwargs too, e.g. jobs/configs/reprune.yaml")
+    parser.add_argument("--input", help="directory of stored runs (never modified); required")
+    parser.add_argument("--output", help="directory for the pruned tree, reports and manifest; required")
     parser.add_argument("--backend", default="bm25", help="pruner name from squeez_ray/backends.py (default bm25)")
     parser.add_argument("--format", choices=sorted(ADAPTERS), help="force one format (default: detect per file)")
     parser.add_argument("--query-source", choices=["thought", "action", "task", "fixed"], default="thought",
@@ -52,15 +56,44 @@ def config_from_args(args: argparse.Namespace) -> RepruneConfig:
         query=args.query, min_lines=10 if args.min_lines is None else args.min_lines, markers=args.markers,
         batch_size=args.batch_size or 64, max_query_chars=args.max_query_chars)
     # min_lines is applied (and counted) by the job itself, so the pruner gets every output it is sent.
-    options = backend_options_from_args(args, BackendOptions())
+    options = backend_options_from_args(args, BackendOptions(engine_kwargs=getattr(args, "engine_kwargs", None) or {}))
     options.min_lines = 0
     return RepruneConfig(settings=settings, backend=args.backend, options=options, workers=args.workers,
                          files_per_batch=args.files_per_batch, cpus_per_worker=args.cpus_per_worker,
                          gpus_per_worker=args.gpus_per_worker)
 
 
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Flags over the --config file over the defaults."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.config:
+        values = _read_config(args.config, parser)
+        parser.set_defaults(**values)
+        args = parser.parse_args(argv)
+        args.engine_kwargs = values.get("engine_kwargs")
+    missing = [flag for flag in ("input", "output") if not getattr(args, flag)]
+    if missing:
+        parser.error(f"the following arguments are required: {', '.join('--' + m for m in missing)}")
+    return args
+
+
+def _read_config(path: str, parser: argparse.ArgumentParser) -> dict:
+    import yaml
+
+    try:
+        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as error:
+        parser.error(f"--config {path}: {error}")
+    allowed = {a.dest for a in parser._actions if a.dest not in ("help", "config")} | {"engine_kwargs"}
+    unknown = sorted(set(values) - allowed) if isinstance(values, dict) else ["<not a mapping>"]
+    if unknown:
+        parser.error(f"--config {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    return values
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     try:
         summary = run_reprune(config_from_args(args))
     except RepruneError as error:

@@ -84,3 +84,33 @@ def test_fixed_query_source_sends_the_given_query(trajectories_dir, tmp_path):
 
     process_units([SWE], Recorder(), settings(trajectories_dir, tmp_path, query_source="fixed", query="the error"))
     assert seen and set(seen) == {"the error"}
+
+
+def _job_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "jobs" / "reprune.py"
+    spec = importlib.util.spec_from_file_location("reprune_job", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module, path.parent / "configs" / "reprune.yaml"
+
+
+def test_the_shipped_config_loads_and_flags_override_it(tmp_path):
+    job, shipped = _job_module()
+    missing = tmp_path / "missing"
+    args = job.parse_args(["--config", str(shipped), "--input", str(missing), "--output", "out", "--workers", "3"])
+    config = job.config_from_args(args)
+    assert config.validate() == [f"input {missing} is not a directory"]  # every other value is valid
+    assert (config.backend, config.workers, config.gpus_per_worker) == ("vllm", 3, 1)
+    assert config.options.engine_kwargs["max_model_len"] == 32768 and config.options.min_lines == 0
+    assert config.settings.min_lines == 10 and config.settings.markers is True
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("workerz: 2\n")
+    try:
+        job.parse_args(["--config", str(bad), "--input", "a", "--output", "b"])
+    except SystemExit as exit_:
+        assert exit_.code == 2
+    else:
+        raise AssertionError("an unknown key must be refused")
