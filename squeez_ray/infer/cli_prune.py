@@ -227,18 +227,23 @@ class _Run:
             return None, f"store: {error}"
 
     def _pass_through(self, reason: str, *, quiet: bool, keep: bool = False) -> int:
-        """The whole input, unchanged (or as JSON), exit 0; ``keep`` stores it when JSON cannot hold it exactly."""
+        """The whole input, unchanged, exit 0; ``keep`` stores it when JSON cannot hold it exactly."""
+        self._write_whole_input(reason, keep=keep)
+        if not quiet or self.args.stats:
+            _note(reason)
+        return EXIT_OK
+
+    def _write_whole_input(self, reason: str, *, keep: bool = False) -> None:
+        """The input byte for byte (streaming what is still unread), or as an unpruned JSON answer."""
         if self.args.json:
             stored_id = self._keep_full_output()[0] if keep else None
-            self._write_json(unpruned_result(self._read_rest_text(), reason, model=self.settings.backend), stored_id)
+            backend = self.settings.backend if self.settings else None
+            self._write_json(unpruned_result(self._read_rest_text(), reason, model=backend), stored_id)
         else:
             self.out.write(self.input.data)
             if self.input.rest is not None:
                 shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
         self.out.flush()
-        if not quiet or self.args.stats:
-            _note(reason)
-        return EXIT_OK
 
     def _backend_failed(self, reason: str) -> int:
         if self.settings.strict:
@@ -248,13 +253,10 @@ class _Run:
 
     def _usage_error(self, message: str) -> int:
         strict = self.settings.strict if self.settings else bool(self.args.strict)
-        if strict or self.input.rest is None and not self.input.data:
+        if strict or (self.input.rest is None and not self.input.data):
             _note(message)
         else:
-            self.out.write(self.input.data)
-            if self.input.rest is not None:
-                shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
-            self.out.flush()
+            self._write_whole_input(message.split("\n", 1)[0])
             _note(message + "\n(the full output was passed through unpruned)")
         return EXIT_USAGE
 
@@ -316,12 +318,11 @@ class _Run:
         _note(f"{self.settings.backend} kept {result.kept_lines}/{result.total_lines} lines "
               f"({_share(result.kept_lines, result.total_lines)}), ~{kept_chars // 4}/{total_chars // 4} tokens "
               f"(characters/4){model_tokens}; {elapsed_ms:.0f} ms total, backend start "
-              f"{getattr(self, 'load_s', 0) * 1000:.0f} ms, pruning {result.latency_ms:.0f} ms")
+              f"{self.load_s * 1000:.0f} ms, pruning {result.latency_ms:.0f} ms")
 
     def _cli_settings(self) -> dict[str, Any]:
-        a = vars(self.args)
-        flags = {name: a.get(name) for name in settings_mod.FIELDS if name in a}
-        return flags
+        given = vars(self.args)
+        return {name: given[name] for name in settings_mod.FIELDS if name in given}
 
     def _read_input(self, limit: int) -> _Input:
         if self.args.input_file:

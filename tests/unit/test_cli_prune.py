@@ -376,3 +376,14 @@ def test_tool_type_hint_reaches_the_backend(env):
     assert answer_lines(out.stdout)[0] == [b"ERROR module_42.c:17: undefined reference to `frobnicate'"]
     from_env = squeez(["--backend", "typed", "q"], data, {**env, "SQUEEZ_TOOL_TYPE": "step 7:"}, runner=True)
     assert answer_lines(from_env.stdout)[0] == [b"INFO step 7: compiling module_7.c"]
+
+
+def test_json_mode_answers_in_json_even_on_errors(env):
+    data = make_log()
+    unconfigured = squeez(["--json", "q"], data, env)
+    assert unconfigured.returncode == 2
+    payload = json.loads(unconfigured.stdout)
+    assert payload["pruned"] is False and payload["text"] == data.decode()
+    assert payload["reason"].startswith("no backend configured")
+    failed = json.loads(squeez(["--backend", "boom", "--json", "q"], data, env, runner=True).stdout)
+    assert failed["pruned"] is False and "engine exploded" in failed["reason"] and failed["text"] == data.decode()
