@@ -75,6 +75,7 @@ class VllmTeacherConfig:
     stage_num_cpus: float = 0.1  # chat-template / tokenize / detokenize / pre- and post-process stages
     temperature: float = 0.0
     max_tokens: int = 1024
+    structured_outputs: bool = True  # constrain replies to each stage's JSON schema (xgrammar / guidance)
 
 
 # ----------------------------------------------------------------------------------------- HTTP
@@ -165,10 +166,17 @@ def vllm_engine(config: VllmTeacherConfig) -> Engine:
             model_source=config.model, engine_kwargs=dict(config.engine_kwargs), batch_size=config.batch_size,
             concurrency=config.concurrency, chat_template_stage={"enabled": True, **small},
             tokenize_stage={"enabled": True, **small}, detokenize_stage={"enabled": True, **small}, **extra)
-        sampling = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+        from squeez_ray.label.prompts import reply_schema
 
         def preprocess(row: dict[str, Any]) -> dict[str, Any]:
-            return {**row, "messages": json.loads(row["teacher_request"]), "sampling_params": sampling}
+            messages = json.loads(row["teacher_request"])
+            sampling: dict[str, Any] = {"temperature": config.temperature, "max_tokens": config.max_tokens}
+            n_lines = row["tool_output"].count("\n") + 1 if row.get("tool_output") else None
+            schema = reply_schema(messages, n_lines) if config.structured_outputs else None
+            if schema is not None:
+                # compact JSON: fewer tokens, and no whitespace loop for a weak model to get stuck in
+                sampling["structured_outputs"] = {"json": schema, "disable_any_whitespace": True}
+            return {**row, "messages": messages, "sampling_params": sampling}
 
         def postprocess(row: dict[str, Any]) -> dict[str, Any]:
             out = {name: row[name] for name in columns}

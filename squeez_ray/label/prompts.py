@@ -99,3 +99,27 @@ def synth_messages(family: str, tool: str, ecosystem: str, scenario: str, min_li
     user = (f"Ecosystem: {ecosystem}\nTool: {tool}\nFamily: {family}\nScenario: {scenario}\n\n"
             f"Write between {min_lines} and {max_lines} lines of output.")
     return [{"role": "system", "content": SYNTH_SYSTEM}, {"role": "user", "content": user}]
+
+
+# JSON schemas of the replies, for engines that can constrain decoding (vLLM structured outputs):
+# a constrained teacher never loses a row to invalid JSON, only to what parse.py checks beyond it.
+QUERY_SCHEMA = {"type": "object", "properties": {"query": {"type": "string", "minLength": 1, "maxLength": 300}},
+                "required": ["query"], "additionalProperties": False}
+SYNTH_SCHEMA = {"type": "object", "properties": {"command": {"type": "string"}, "tool_output": {"type": "string"}},
+                "required": ["command", "tool_output"], "additionalProperties": False}
+
+
+def spans_schema(n_lines: int | None = None) -> dict:
+    """Spans as [[start, end], ...]; with ``n_lines`` the line numbers are bounded to the output."""
+    line = {"type": "integer", "minimum": 1, **({"maximum": n_lines} if n_lines else {})}
+    pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": line}
+    return {"type": "object", "additionalProperties": False, "required": ["spans"],
+            "properties": {"spans": {"type": "array", "maxItems": 32, "items": pair}}}
+
+
+def reply_schema(messages: list[dict], n_lines: int | None = None) -> dict | None:
+    """The JSON schema the reply to ``messages`` must follow (by the stage's system prompt)."""
+    system = messages[0]["content"] if messages else None
+    if system in (SPANS_SYSTEM, RETRY_SYSTEM):
+        return spans_schema(n_lines)
+    return {QUERY_SYSTEM: QUERY_SCHEMA, SYNTH_SYSTEM: SYNTH_SCHEMA}.get(system)
