@@ -35,8 +35,24 @@ TEMPLATE_ALLOWANCE_TOKENS = 32
 MIN_CHUNK_TOKENS = 16
 
 
+# How many times a chunk the engine rejected as over its context is halved again.
+MAX_RESPLITS = 4
+
+
 class PromptTooLongError(ValueError):
     """The query and system prompt alone leave no room for the tool output in the context."""
+
+
+class ContextOverflowError(RuntimeError):
+    """The engine refused some prompts as longer than its context (token counts were estimates).
+
+    ``generations`` holds the answers of the jobs that did fit and None for those that did not, so
+    only the rejected chunks are split and sent again.
+    """
+
+    def __init__(self, message: str, generations: Sequence["Generation | None"]):
+        super().__init__(message)
+        self.generations = list(generations)
 
 
 @dataclass(frozen=True)
@@ -269,8 +285,42 @@ class GenerativePruner(Pruner):
 
     def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
         prepared = self.prepare(requests)
-        generations = self.engine.generate(prepared.jobs)
+        prepared.jobs, generations = self._generate(prepared, prepared.jobs)
         return self.assemble(prepared, generations, render_options)
+
+    def _generate(self, prepared: PreparedBatch, jobs: list[ChunkJob],
+                  depth: int = 0) -> tuple[list[ChunkJob], list[Generation]]:
+        """Generate all jobs; chunks the engine finds over its context are halved and sent again.
+
+        Only engines that count tokens by estimate (a server without a local tokenizer) can overflow;
+        the jobs come back with the generations because split chunks replace the rejected ones.
+        """
+        try:
+            return jobs, list(self.engine.generate(jobs))
+        except ContextOverflowError as error:
+            if depth >= MAX_RESPLITS or len(error.generations) != len(jobs):
+                raise
+            done_jobs, done = [], []
+            retry: list[ChunkJob] = []
+            for job, generation in zip(jobs, error.generations):
+                if generation is not None:
+                    done_jobs.append(job)
+                    done.append(generation)
+                elif len(job.lines) < 2:
+                    raise
+                else:
+                    retry.extend(self._halves(prepared.requests[job.request_index].query, job))
+            log.info("%d chunk(s) over the engine's context; retrying as %d smaller ones",
+                     len(jobs) - len(done_jobs), len(retry))
+            more_jobs, more = self._generate(prepared, retry, depth + 1)
+            return done_jobs + more_jobs, done + more
+
+    def _halves(self, query: str, job: ChunkJob) -> list[ChunkJob]:
+        half = len(job.lines) // 2
+        parts = [Chunk(job.first_line, job.lines[:half]), Chunk(job.first_line + half, job.lines[half:])]
+        return [new for part in parts for new in self._fit(job.request_index, query, part,
+                                                          self.engine.count_tokens(part.text),
+                                                          self.context_tokens, self.answer_cap)]
 
     def close(self) -> None:
         self.engine.close()

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
-from squeez_ray.infer.generative import (ChunkJob, Engine, Generation, GenerativePruner, checkpoint_context_length,
-                                         load_tokenizer)
+from squeez_ray.infer.generative import (ChunkJob, ContextOverflowError, Engine, Generation, GenerativePruner,
+                                         checkpoint_context_length, load_tokenizer)
 
 log = logging.getLogger(__name__)
 
@@ -89,12 +89,27 @@ class OpenAIEngine(Engine):
         usage = response.usage
         return Generation(text, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
 
+    def _one_or_overflow(self, job: ChunkJob) -> Generation | None:
+        from openai import BadRequestError
+
+        try:
+            return self._one(job)
+        except BadRequestError as error:
+            # vLLM, SGLang and OpenAI all say "context length" when a prompt is too long for the model.
+            if "context length" in str(error).lower():
+                return None
+            raise
+
     def generate(self, jobs: Sequence[ChunkJob]) -> list[Generation]:
         if not jobs:
             return []
         self._resolve()
         with ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(jobs))) as pool:
-            return list(pool.map(self._one, jobs))
+            generations = list(pool.map(self._one_or_overflow, jobs))
+        if any(g is None for g in generations):
+            # Our chars/4 estimate was short for these prompts: the pruner splits them and asks again.
+            raise ContextOverflowError(f"{generations.count(None)} prompt(s) over the server's context", generations)
+        return generations  # type: ignore[return-value]
 
     def close(self) -> None:
         self.client.close()

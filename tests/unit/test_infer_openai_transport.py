@@ -17,8 +17,8 @@ from squeez_ray.infer.base import PruneRequest
 class Stub:
     """Answers /v1/chat/completions, failing the first ``failures`` calls with ``status``."""
 
-    def __init__(self, failures: int = 0, status: int = 503, delay_s: float = 0.0):
-        self.failures, self.status, self.delay_s = failures, status, delay_s
+    def __init__(self, failures: int = 0, status: int = 503, delay_s: float = 0.0, max_chars: int | None = None):
+        self.failures, self.status, self.delay_s, self.max_chars = failures, status, delay_s, max_chars
         self.calls: list[dict] = []
         self.in_flight = self.peak = 0
         self.lock = threading.Lock()
@@ -42,6 +42,10 @@ class Stub:
                     self._send(stub.status, {"error": {"message": "busy", "type": "server_error"}})
                     return
                 user = body["messages"][-1]["content"]
+                if stub.max_chars and len(user) > stub.max_chars:  # vLLM's wording for an over-long prompt
+                    self._send(400, {"error": {"message": "This model's maximum context length is 100 tokens.",
+                                               "type": "BadRequestError", "code": 400}})
+                    return
                 line = user.split("<tool_output>")[1].split("\n")[0]  # echo the first line: a valid answer
                 self._send(200, {
                     "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
@@ -115,3 +119,17 @@ def test_building_needs_no_server():
     assert pruner.name == "openai"
     result = pruner.prune("q", "a\nb")
     assert not result.pruned and "APIConnectionError" in result.reason
+
+
+@pytest.mark.parametrize("stub", [{"max_chars": 400}], indirect=True)
+def test_prompts_over_the_server_context_are_split_and_retried(stub):
+    # chars/4 planned one chunk (the client thinks the context is large); the server disagrees.
+    pruner = build_pruner("openai", server_url=stub.url, server_model="m", max_context_tokens=100000)
+    output = "\n".join(f"line {i:03d} of a long log" for i in range(40))
+    assert len(pruner.prepare([PruneRequest("q", output)]).jobs) == 1
+    result = pruner.prune("q", output, fail_open=False)
+    assert result.pruned and result.reason.startswith("chunked into ")
+    n_chunks = int(result.reason.split()[2])
+    assert n_chunks >= 2 and result.spans[0] == [1, 1] and result.kept_lines == n_chunks  # one echoed line per chunk
+    accepted = [c for c in stub.calls if len(c["messages"][-1]["content"]) <= 400]
+    assert len(accepted) == n_chunks
