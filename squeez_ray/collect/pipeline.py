@@ -50,6 +50,7 @@ class CollectConfig:
     tool_types: list[str] = field(default_factory=lambda: list(TOOL_TYPES))
     decoy_rate: float = 0.25  # share of calls aimed at unrelated files/names (realistic noise)
     apply_test_patch: bool = True  # run tests as SWE-bench evaluation does: failing tests present
+    keep_empty: bool = False  # write observations whose output is empty (a grep with no match)?
     timeout_s: float = 60.0  # per tool call; the whole process group is killed after it
     max_output_bytes: int = 1 << 20  # per tool call; the rest is not read and truncated=True
     workers: int = 2  # actor pool size; each keeps its own checkouts
@@ -191,6 +192,10 @@ class CollectWorker:
             if obs["exit_code"] is None:  # never started: not an observation of the tool
                 note(call.tool_type, "error", obs["error"])
                 continue
+            if not obs["tool_output"].strip() and not cfg.keep_empty:
+                # Nothing to prune or label; not written, so a resumed run runs it again (cheap).
+                note(call.tool_type, "empty", None, duration_s=obs["duration_s"], exit_code=obs["exit_code"])
+                continue
             rows.append({"instance_id": iid, "repo": repo, "base_commit": commit, **obs})
             note(call.tool_type, "written", obs["error"], duration_s=obs["duration_s"], truncated=obs["truncated"],
                  exit_code=obs["exit_code"])
@@ -268,7 +273,7 @@ def summarize(summaries: list[dict[str, Any]], *, instances: int, already_writte
                 counter["truncated"] += bool(row["truncated"])
                 counter["nonzero_exit"] += row["exit_code"] not in (0, None)
                 counter["timeouts"] += bool(row["error"])
-        if status not in ("written", "skipped") or row["error"]:
+        if status not in ("written", "skipped", "empty") or row["error"]:
             failures.append({k: row[k] for k in ("instance_id", "tool_type", "status", "error")})
     written = [r for r in summaries if r["status"] == "written"]
     return {
@@ -279,6 +284,7 @@ def summarize(summaries: list[dict[str, Any]], *, instances: int, already_writte
             "observations_skipped_already_written": sum(r["status"] == "skipped" for r in summaries),
             "observations_total": already_written + len(written),
             "calls_rejected": sum(r["status"] == "rejected" for r in summaries),
+            "empty_outputs_not_written": sum(r["status"] == "empty" for r in summaries),
             "tool_time_s": round(sum(r["duration_s"] or 0.0 for r in written), 3),
             "by_tool_type": {tt: dict(sorted(c.items())) for tt, c in sorted(by_type.items())},
         },

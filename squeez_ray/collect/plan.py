@@ -107,7 +107,8 @@ def _grep_pattern(name: str) -> str:
     return name.rsplit(".", 1)[-1] if "." in name else name  # grep for the leaf of calc.ops.divide
 
 
-def _candidates(tool_type: str, t: _Targets, files: list[str], repo: str, history_depth: int) -> dict[str, list]:
+def _candidates(tool_type: str, t: _Targets, files: list[str], repo: str, history_depth: int,
+                test_patch_files: list[str]) -> dict[str, list]:
     """Argument sets per aim for one tool type; an empty dict means the tool does not apply."""
     decoy_py = [p for p in t.decoy_files if p.endswith(".py")] or t.decoy_files
     dirs = sorted({posixpath.dirname(p) or "." for p in files})
@@ -129,9 +130,12 @@ def _candidates(tool_type: str, t: _Targets, files: list[str], repo: str, histor
     elif tool_type == "git_blame":
         c = {"patch": t.blame_ranges or [{"path": p} for p in t.patch_files],
              "issue": [{"path": p} for p in t.issue_files], "decoy": [{"path": p} for p in decoy_py]}
-    elif tool_type == "git_diff" and history_depth >= 2:
+    elif tool_type == "git_diff":
+        # Targeted: the tree's uncommitted changes (the applied test patch, as after an agent's edit);
+        # decoy: recent history, which rarely touches the patched code.
         bases = [f"HEAD~{k}" for k in range(1, min(3, history_depth - 1) + 1)]
-        c = {"patch": [{"base": b, "path": p} for p in t.patch_files for b in bases], "decoy": [{"base": b} for b in bases]}
+        c = {"patch": [{"path": p} for p in test_patch_files] if test_patch_files else [],
+             "decoy": [{"base": b} for b in bases]}
     elif tool_type == "ls":
         c = {"patch": [{"path": posixpath.dirname(p) or "."} for p in t.patch_files],
              "issue": [{"path": posixpath.dirname(p) or "."} for p in t.issue_files], "decoy": [{"path": d} for d in dirs]}
@@ -179,7 +183,9 @@ def plan_calls(instance: dict[str, Any], files: list[str], *, seed: int, history
     files = sorted(files)
     targets = find_targets(instance, files)
     weights = {**DEFAULT_WEIGHTS, **(weights or {})}
-    options = {tt: _candidates(tt, targets, files, instance["repo"], history_depth) for tt in tool_types}
+    test_patch_files = [f.path for f in parse_patch(instance.get("test_patch", "")) if is_plain_relpath(f.path)]
+    options = {tt: _candidates(tt, targets, files, instance["repo"], history_depth, test_patch_files)
+               for tt in tool_types}
     applicable = [tt for tt in tool_types if options[tt] and weights.get(tt, 0) > 0]
     if not applicable:
         return []

@@ -124,11 +124,14 @@ def git_blame(args: dict[str, Any], ctx: Context) -> Command:
 
 
 def git_diff(args: dict[str, Any], ctx: Context) -> Command:
-    base, head = str(_arg(args, "base", "HEAD~1")), str(_arg(args, "head", "HEAD"))
-    for rev in (base, head):
-        if not _REV.match(rev):
-            raise ToolArgsError(f"revision {rev!r} is not HEAD or a hex commit id, optionally with ~N")
-    argv = ["git", "diff", "--no-color", base, head]
+    """Without ``base``: the uncommitted changes (what an agent sees after editing); with it: base..head."""
+    argv = ["git", "diff", "--no-color"]
+    if args.get("base"):
+        base, head = str(args["base"]), str(_arg(args, "head", "HEAD"))
+        for rev in (base, head):
+            if not _REV.match(rev):
+                raise ToolArgsError(f"revision {rev!r} is not HEAD or a hex commit id, optionally with ~N")
+        argv += [base, head]
     if args.get("path"):
         argv += ["--", _path(ctx, args)]
     return Command(argv)
