@@ -47,7 +47,7 @@ class SampleConfig:
     packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))  # import names in site-packages
     source_dirs: list[str] = field(default_factory=list)  # more directories of code (checkouts, unpacked sdists)
     include_this_repo: bool = True  # this checkout's files and git history (skipped without .git)
-    scratch_projects: int = 4  # throwaway projects with failing tests, tracebacks, lint and type errors
+    scratch_projects: int = 6  # throwaway projects with failing tests, tracebacks, lint and type errors
     budget: CallBudget = field(default_factory=CallBudget)
     workers: int = 2  # tool runs in parallel
     timeout_s: float = 60.0

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import logging
+import os
 import random
 import re
 import subprocess
@@ -35,10 +36,10 @@ class SourceTree:
 @dataclass
 class CallBudget:
     """Tool calls per tree and tool type (the rule teacher labels what comes back)."""
-    read_file: int = 8
-    grep: int = 6
+    read_file: int = 10
+    grep: int = 8
     ls: int = 2
-    lint_output: int = 2
+    lint_output: int = 3
     type_check: int = 0
     git_log: int = 3
     git_blame: int = 3
@@ -83,11 +84,14 @@ _SKIP_DIRS = {".git", "__pycache__", ".venv", "node_modules", "build", "dist", "
 
 def _files(tree: SourceTree) -> list[str]:
     out = []
-    for file in sorted(tree.path.rglob("*")):
-        rel = file.relative_to(tree.path)
-        if file.is_file() and not _SKIP_DIRS.intersection(rel.parts) and not file.is_symlink():
-            out.append(str(rel))
-    return out
+    # os.walk with pruning: a checkout's .venv or node_modules can hold more files than the project
+    for root, dirs, names in os.walk(tree.path):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        for name in names:
+            path = Path(root) / name
+            if not path.is_symlink():
+                out.append(str(path.relative_to(tree.path)))
+    return sorted(out)
 
 
 def _line_count(path: Path) -> int:
@@ -114,7 +118,14 @@ def plan_calls(tree: SourceTree, budget: CallBudget, seed: int = 0) -> list[Plan
     readable = [f for f in files if f.endswith((".py", ".toml", ".cfg", ".md")) and 15 <= _line_count(tree.path / f) <= 600]
     tests = [f for f in py if Path(f).name.startswith("test_")]
     source = [f for f in py if f not in tests]
-    names = sorted({m for f in source[:200] for m in _TOP_DEF.findall((tree.path / f).read_text(errors="replace"))})
+    # name -> the top folder of the file defining it: grep searches that folder, not the whole tree
+    # (a checkout's root also holds virtualenvs and build outputs the agent would never grep)
+    defined: dict[str, str] = {}
+    for f in source[:300]:
+        top = Path(f).parts[0] if len(Path(f).parts) > 1 else "."
+        for name in _TOP_DEF.findall((tree.path / f).read_text(errors="replace")):
+            defined.setdefault(name, top)
+    names = sorted(defined)
     dirs = sorted({str(Path(f).parent) for f in files})
 
     def take(items: list, k: int) -> list:
@@ -122,7 +133,7 @@ def plan_calls(tree: SourceTree, budget: CallBudget, seed: int = 0) -> list[Plan
 
     calls: list[tuple[str, dict[str, Any]]] = []
     calls += [("read_file", {"path": f}) for f in take(readable, budget.read_file)]
-    calls += [("grep", {"pattern": n, "path": "."}) for n in take(names, budget.grep)]
+    calls += [("grep", {"pattern": n, "path": defined[n]}) for n in take(names, budget.grep)]
     calls += [("ls", {"path": d}) for d in take(dirs, budget.ls)]
     calls += [("lint_output", {"path": f}) for f in take(source, budget.lint_output)]
     calls += [("type_check", {"path": f}) for f in take(source, budget.type_check)]
