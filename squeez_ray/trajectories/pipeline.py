@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.backends import BACKENDS, BackendOptions, build_pruner
+from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.trajectories import report as report_mod
 from squeez_ray.trajectories.detect import ADAPTERS, discover_units
 from squeez_ray.trajectories.process import (
     STATE_DIR,
     RepruneSettings,
+    chars_over_4,
     is_done,
     process_units,
 )
@@ -79,9 +81,10 @@ class RepruneWorker:
     def __init__(self, config: RepruneConfig):
         self.config = config
         self.pruner = build_pruner(config.backend, config.options)
+        self.count_tokens = token_counter(config.options)[0] or chars_over_4
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
-        stats = process_units([str(u) for u in batch["unit"]], self.pruner, self.config.settings)
+        stats = process_units([str(u) for u in batch["unit"]], self.pruner, self.config.settings, self.count_tokens)
         return {"unit": [s.unit for s in stats], "status": [s.status for s in stats],
                 "observations": [s.observations for s in stats], "pruned": [s.pruned for s in stats]}
 
@@ -113,7 +116,7 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
     missing = [u for u, s in zip(units, unit_stats) if s is None]
     if missing:
         raise RepruneError(f"{len(missing)} unit(s) have no complete output after the run, e.g. {missing[0]}")
-    summary = report_mod.summarize([s for s in unit_stats if s is not None])
+    summary = report_mod.summarize([s for s in unit_stats if s is not None], token_counter(config.options)[1])
     resolved = _resolved_config(config)
     out = Path(settings.output_dir)
     write_json_atomic(out / "report.json", summary)
@@ -125,7 +128,7 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
         "failed_observations": len(summary["failed_observations"]), "seconds": round(time.time() - started, 2)})
     if echo:
         print(report_mod.table(summary))
-        print(f"({report_mod.TOKEN_NOTE}; report: {out / 'report.md'})")
+        print(f"(tokens are {summary['token_note']}; report: {out / 'report.md'})")
         for failure in summary["failed_files"]:
             print(f"could not read {failure['unit']} (copied unchanged): {failure['error']}")
         if summary["failed_observations"]:

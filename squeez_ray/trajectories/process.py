@@ -12,6 +12,7 @@ import os
 import shutil
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -59,8 +60,8 @@ class UnitStats:
     failed: int = 0
     lines_before: int = 0
     lines_after: int = 0
-    chars_before: int = 0
-    chars_after: int = 0
+    tokens_before: int = 0  # the served model's tokenizer when one is given, else characters / 4
+    tokens_after: int = 0
     bytes_before: int = 0
     bytes_after: int = 0
     seconds: float = 0.0
@@ -88,7 +89,12 @@ def split_trailing_newline(text: str) -> tuple[str, str]:
     return (text[:-1], "\n") if text.endswith("\n") else (text, "")
 
 
-def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -> list[UnitStats]:
+def chars_over_4(text: str) -> int:
+    return round(len(text) / 4)
+
+
+def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings,
+                  count_tokens: Callable[[str], int] = chars_over_4) -> list[UnitStats]:
     started = time.perf_counter()
     loaded: list[tuple[UnitStats, Any, Any, list[Observation]]] = []
     stats_list: list[UnitStats] = []
@@ -105,7 +111,7 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -
             body, tail = split_trailing_newline(obs.text)
             stats.observations += 1
             stats.lines_before += len(body.split("\n"))
-            stats.chars_before += len(body)
+            stats.tokens_before += count_tokens(body)
             reason = obs.skip_reason
             query = build_query(obs, settings.query_source, settings.query, settings.max_query_chars)
             if reason is None and len(body.split("\n")) < settings.min_lines:
@@ -113,7 +119,7 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -
             if reason is None and query is None:
                 reason = "no query (the run has no thought/task here and no --query was given)"
             if reason is not None:
-                _pass_through(stats, body, reason)
+                _pass_through(stats, body, reason, count_tokens)
                 continue
             todo.append((stats, adapter, doc, obs, body, tail, query))
 
@@ -123,25 +129,19 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -
         outcomes = _prune_chunk(pruner, [PruneRequest(query, body) for _, _, _, _, body, _, query in chunk], render)
         for (stats, adapter, doc, obs, body, tail, _), outcome in zip(chunk, outcomes):
             if isinstance(outcome, str):  # the backend raised for this observation: it stays as it was
-                stats.failed += 1
-                stats.failures.append({"where": obs.where, "error": outcome})
-                stats.lines_after += len(body.split("\n"))
-                stats.chars_after += len(body)
+                _failed(stats, obs, body, outcome, count_tokens)
             elif not outcome.pruned or outcome.text == body:
-                _pass_through(stats, body, outcome.reason or "kept every line")
+                _pass_through(stats, body, outcome.reason or "kept every line", count_tokens)
             else:
                 try:
                     adapter.set_observation(doc, obs, outcome.text + tail)
                 except Exception as error:  # adapters check before they change anything: the file stays consistent
                     log.exception("%s %s: write-back failed", stats.unit, obs.where)
-                    stats.failed += 1
-                    stats.failures.append({"where": obs.where, "error": f"write-back: {type(error).__name__}: {error}"})
-                    stats.lines_after += len(body.split("\n"))
-                    stats.chars_after += len(body)
+                    _failed(stats, obs, body, f"write-back: {type(error).__name__}: {error}", count_tokens)
                     continue
                 stats.pruned += 1
                 stats.lines_after += len(outcome.text.split("\n"))
-                stats.chars_after += len(outcome.text)
+                stats.tokens_after += count_tokens(outcome.text)
 
     delay = float(os.environ.get(DELAY_ENV, "0") or 0)
     for stats, adapter, doc, _ in loaded:
@@ -153,7 +153,7 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -
             log.exception("writing %s failed; copying the input unchanged", stats.unit)
             stats.status, stats.error = "failed", f"write-back failed: {type(error).__name__}: {error}"
             stats.passed_through, stats.pruned = stats.passed_through + stats.pruned, 0
-            stats.lines_after, stats.chars_after = stats.lines_before, stats.chars_before
+            stats.lines_after, stats.tokens_after = stats.lines_before, stats.tokens_before
     for stats in stats_list:
         if stats.status != "pruned":
             if delay:
@@ -167,11 +167,18 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings) -
     return stats_list
 
 
-def _pass_through(stats: UnitStats, body: str, reason: str) -> None:
+def _pass_through(stats: UnitStats, body: str, reason: str, count_tokens: Callable[[str], int]) -> None:
     stats.passed_through += 1
     stats.reasons[reason] = stats.reasons.get(reason, 0) + 1
     stats.lines_after += len(body.split("\n"))
-    stats.chars_after += len(body)
+    stats.tokens_after += count_tokens(body)
+
+
+def _failed(stats: UnitStats, obs: Observation, body: str, error: str, count_tokens: Callable[[str], int]) -> None:
+    stats.failed += 1
+    stats.failures.append({"where": obs.where, "error": error})
+    stats.lines_after += len(body.split("\n"))
+    stats.tokens_after += count_tokens(body)
 
 
 def _load(unit: str, settings: RepruneSettings) -> tuple[UnitStats, Any, Any, list[Observation]]:

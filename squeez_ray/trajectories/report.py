@@ -7,10 +7,10 @@ from typing import Any
 
 _COUNTS = ("files", "observations", "pruned", "passed_through", "failed", "lines_before", "lines_after",
            "tokens_before", "tokens_after", "bytes_before", "bytes_after")
-TOKEN_NOTE = "tokens are characters / 4 (no tokenizer is configured for the re-prune report)"
 
 
-def summarize(units: list[dict[str, Any]]) -> dict[str, Any]:
+def summarize(units: list[dict[str, Any]], token_note: str) -> dict[str, Any]:
+    """Per-format and total counts; ``token_note`` says what a token is (a tokenizer, or characters / 4)."""
     by_format: dict[str, dict[str, Any]] = {}
     failed_files, failed_observations, copied = [], [], []
     for unit in sorted(units, key=lambda u: u["unit"]):
@@ -22,17 +22,14 @@ def summarize(units: list[dict[str, Any]]) -> dict[str, Any]:
         key = unit.get("format") or "unrecognised"
         row = by_format.setdefault(key, {name: 0 for name in _COUNTS} | {"reasons": {}})
         row["files"] += 1
-        for name in ("observations", "pruned", "passed_through", "failed", "lines_before", "lines_after",
-                     "bytes_before", "bytes_after"):
+        for name in _COUNTS[1:]:
             row[name] += unit.get(name, 0)
-        row["tokens_before"] += round(unit.get("chars_before", 0) / 4)
-        row["tokens_after"] += round(unit.get("chars_after", 0) / 4)
         for reason, n in (unit.get("reasons") or {}).items():
             row["reasons"][reason] = row["reasons"].get(reason, 0) + n
         failed_observations += [{"unit": unit["unit"], **f} for f in unit.get("failures") or []]
     total = {name: sum(row[name] for row in by_format.values()) for name in _COUNTS}
     return {"by_format": by_format, "total": total, "failed_files": failed_files,
-            "failed_observations": failed_observations, "copied_other_files": copied, "token_note": TOKEN_NOTE}
+            "failed_observations": failed_observations, "copied_other_files": copied, "token_note": token_note}
 
 
 def table(summary: dict[str, Any]) -> str:
@@ -51,7 +48,7 @@ def table(summary: dict[str, Any]) -> str:
 def markdown(summary: dict[str, Any], config: dict[str, Any]) -> str:
     settings = (f"backend `{config.get('backend')}`, query source `{config.get('query_source')}`, "
                 f"min lines {config.get('min_lines')}, markers {config.get('markers')}")
-    note = (f"Note: {TOKEN_NOTE}. Lines count every observation seen (passed-through ones count the same "
+    note = (f"Note: tokens are {summary['token_note']}. Lines count every observation seen (passed-through ones count the same "
             "before and after).")
     lines = ["# Re-prune report", "", settings, "", table(summary), "", note, ""]
     if summary["failed_files"]:

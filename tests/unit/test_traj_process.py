@@ -114,3 +114,18 @@ def test_the_shipped_config_loads_and_flags_override_it(tmp_path):
         assert exit_.code == 2
     else:
         raise AssertionError("an unknown key must be refused")
+
+
+def test_tokens_are_counted_with_the_given_counter(trajectories_dir, tmp_path):
+    from squeez_ray.trajectories.process import chars_over_4
+    from squeez_ray.trajectories.report import summarize
+
+    bm25 = build_pruner("bm25")
+    [words] = process_units([SWE], bm25, settings(trajectories_dir, tmp_path / "a"), lambda text: len(text.split()))
+    [chars] = process_units([SWE], bm25, settings(trajectories_dir, tmp_path / "b"))
+    observations = json.loads((trajectories_dir / SWE).read_text())["trajectory"]
+    assert words.tokens_before == sum(len(step["observation"].split()) for step in observations)
+    assert chars.tokens_before == sum(chars_over_4(step["observation"].removesuffix("\n")) for step in observations)
+    assert words.tokens_after < words.tokens_before
+    summary = summarize([{**vars(words), "status": "pruned"}], "words (a test counter)")
+    assert summary["total"]["tokens_before"] == words.tokens_before and summary["token_note"].startswith("words")
