@@ -13,6 +13,7 @@ resumes by skipping units whose marker matches their output.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -105,6 +106,7 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
         raise RepruneError("invalid re-prune settings:\n  - " + "\n  - ".join(problems))
     settings = config.settings
     started = time.time()
+    _check_same_settings(config)
     units, todo = pending_units(config)
     shutil.rmtree(Path(settings.output_dir) / STATE_DIR / "tmp", ignore_errors=True)  # half-built dirs of a killed run
     if echo:
@@ -157,6 +159,35 @@ def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
         if echo:
             print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of {row['observations']} "
                   "observation(s) pruned", flush=True)
+
+
+# Knobs that change how fast, not what: a resumed run may use other values.
+_SPEED_ONLY = {"workers", "files_per_batch", "cpus_per_worker", "gpus_per_worker", "output_dir", "timeout_s",
+               "max_retries", "max_concurrency", "batch_size"}
+
+
+def _check_same_settings(config: RepruneConfig) -> None:
+    """Refuse to resume into an output tree written with other settings (its files would be kept)."""
+    path = Path(config.settings.output_dir) / STATE_DIR / "settings.json"
+    current = _what_decides_output(config)
+    if path.is_file():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = sorted(k for k in set(before) | set(current) if before.get(k) != current.get(k))
+        if changed:
+            raise RepruneError(f"{config.settings.output_dir} holds a run made with other settings "
+                               f"({', '.join(f'{k}: {before.get(k)!r} -> {current.get(k)!r}' for k in changed[:5])}); "
+                               "use a new --output, or delete it to start over")
+    else:
+        write_json_atomic(path, current)
+
+
+def _what_decides_output(config: RepruneConfig) -> dict[str, Any]:
+    resolved = _resolved_config(config)
+    flat = {**{k: v for k, v in resolved.items() if k != "backend_options"},
+            **{f"backend_options.{k}": v for k, v in resolved["backend_options"].items()}}
+    flat["input_dir"] = str(Path(config.settings.input_dir).resolve())
+    return json.loads(json.dumps({k: v for k, v in flat.items() if k.split(".")[-1] not in _SPEED_ONLY},
+                                 default=str))
 
 
 def _resolved_config(config: RepruneConfig) -> dict[str, Any]:

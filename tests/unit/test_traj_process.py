@@ -129,3 +129,21 @@ def test_tokens_are_counted_with_the_given_counter(trajectories_dir, tmp_path):
     assert words.tokens_after < words.tokens_before
     summary = summarize([{**vars(words), "status": "pruned"}], "words (a test counter)")
     assert summary["total"]["tokens_before"] == words.tokens_before and summary["token_note"].startswith("words")
+
+
+def test_resuming_into_an_output_made_with_other_settings_is_refused(trajectories_dir, tmp_path):
+    import pytest
+
+    from squeez_ray.trajectories.pipeline import (
+        RepruneConfig,
+        RepruneError,
+        _check_same_settings,
+    )
+
+    def config(**changes):
+        return RepruneConfig(settings=settings(trajectories_dir, tmp_path), **changes)
+
+    _check_same_settings(config(backend="bm25", workers=1))
+    _check_same_settings(config(backend="bm25", workers=2, files_per_batch=9))  # speed knobs may change
+    with pytest.raises(RepruneError, match="backend: 'bm25' -> 'first'"):
+        _check_same_settings(config(backend="first"))
