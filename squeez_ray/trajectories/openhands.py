@@ -1,5 +1,7 @@
 """OpenHands v0.x event streams: an evaluation ``output.jsonl`` (one instance per line, events in
-``history``) or a bare JSON list of events (UI download / ``save_trajectory_path``).
+``history``) or a bare JSON list of events (UI download / ``save_trajectory_path``). V1 benchmark
+``output.jsonl`` rows hold V1 events (``kind: ObservationEvent``) in ``history``; those are read
+as in ``openhands_v1``.
 
 ``observation_event.content`` is the only full copy of a tool output; ``message`` (a summary) and
 ``extras`` (for edits: file contents, not output) are left alone. A ``read`` output starts with
@@ -20,6 +22,7 @@ from squeez_ray.trajectories.base import (
     load_json_doc,
     load_jsonl_doc,
 )
+from squeez_ray.trajectories.openhands_v1 import event_observations
 
 NAME = "openhands"
 
@@ -54,6 +57,14 @@ def _event_lists(doc: JsonDoc | JsonlDoc) -> list[tuple[Any, list, str | None]]:
 def iter_observations(doc: JsonDoc | JsonlDoc) -> list[Observation]:
     observations: list[Observation] = []
     for row_key, events, instruction in _event_lists(doc):
+        if any(isinstance(e, dict) and isinstance(e.get("kind"), str) for e in events):  # V1 events
+            v1 = event_observations([(k, e) for k, e in enumerate(events) if isinstance(e, dict)], instruction)
+            for obs in v1:
+                k, b = obs.locator
+                obs.locator = (row_key, k, b)
+                obs.where = f"{'' if row_key is None else f'line {row_key + 1} '}history[{k}].observation.content[{b}]"
+            observations.extend(v1)
+            continue
         actions = {e.get("id"): e for e in events if isinstance(e, dict) and "action" in e}
         task = instruction or next((e.get("args", {}).get("content") for e in events if isinstance(e, dict)
                                     and e.get("action") == "message" and e.get("source") == "user"), None)
@@ -89,13 +100,16 @@ def _split_header(content: str) -> tuple[str, str]:
 
 
 def set_observation(doc: JsonDoc | JsonlDoc, obs: Observation, new_text: str) -> None:
-    row_key, k = obs.locator
+    row_key, k = obs.locator[:2]
     if isinstance(doc, JsonDoc):
         event = doc.data[k]
         doc.changed = True
     else:
         event = doc.objs[row_key]["history"][k]
         doc.changed.add(row_key)
+    if len(obs.locator) == 3:  # a V1 event: the text of one content block
+        event["observation"]["content"][obs.locator[2]]["text"] = new_text
+        return
     header, _ = _split_header(event["content"])
     event["content"] = header + new_text
 

@@ -45,13 +45,15 @@ def load(path: Path) -> ConversationDoc:
     return ConversationDoc(path, events)
 
 
-def iter_observations(doc: ConversationDoc) -> list[Observation]:
-    actions = {}
-    task = None
+def event_observations(events: list[tuple[str, dict]], task: str | None = None) -> list[Observation]:
+    """Observations of V1 events given as (name, event); the locator is (name, content block index).
+
+    Shared with V1 benchmark ``output.jsonl`` rows, which embed the same event dicts in ``history``.
+    """
+    actions: dict = {}
     observations: list[Observation] = []
-    for name, event_doc in doc.events.items():
-        event = event_doc.data
-        kind = event["kind"]
+    for name, event in events:
+        kind = event.get("kind")
         if kind == "MessageEvent" and event.get("source") == "user" and task is None:
             task = text_of((event.get("llm_message") or {}).get("content"))
         elif kind == "ActionEvent":
@@ -66,6 +68,10 @@ def iter_observations(doc: ConversationDoc) -> list[Observation]:
                         index=len(observations), text=block["text"], where=f"{name} observation.content[{b}]",
                         locator=(name, b), tool=event.get("tool_name"), args=call, thought=thought, task=task))
     return link_neighbours(observations)
+
+
+def iter_observations(doc: ConversationDoc) -> list[Observation]:
+    return event_observations([(name, event_doc.data) for name, event_doc in doc.events.items()])
 
 
 def set_observation(doc: ConversationDoc, obs: Observation, new_text: str) -> None:

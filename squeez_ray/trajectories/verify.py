@@ -20,7 +20,8 @@ ALLOWED: dict[str, list[Path_]] = {
                   ("trajectory", _ANY, "messages", _ANY, "content", _ANY, "text"),
                   ("trajectory", _ANY, "query", _ANY, "content", _ANY, "text")],
     "mini-swe-agent": [("messages", _ANY, "content"), ("messages", _ANY, "extra", "raw_output")],
-    "openhands": [(_ANY, "content"), ("history", _ANY, "content")],
+    "openhands": [(_ANY, "content"), ("history", _ANY, "content"),
+                  ("history", _ANY, "observation", "content", _ANY, "text")],  # V1 events in a benchmark row
     "openhands-v1": [("observation", "content", _ANY, "text")],
     "claude-code": [("message", "content", _ANY, "content"), ("message", "content", _ANY, "content", _ANY, "text"),
                     ("toolUseResult", "stdout")],

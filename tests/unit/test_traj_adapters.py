@@ -264,3 +264,26 @@ def test_swe_agent_query_copies_in_text_blocks_follow_too(trajectories_dir, tmp_
     assert block["text"] == new["history"][j]["content"] and block["text"].startswith("PRUNED\n(Open file")
     assert block["cache_control"] == {"type": "ephemeral"}
     assert check_file("swe-agent", path.read_bytes(), swe_agent.dump(doc)) == []
+
+
+def test_openhands_v1_benchmark_rows_embed_v1_events(trajectories_dir, tmp_path):
+    """A V1 benchmark output.jsonl row holds the V1 event dicts in ``history``; built here from the
+    real V1 conversation's events plus a longer terminal output."""
+    conversation = trajectories_dir / "openhands-v1-sdk/cd94562403b9487ebdd4018e3f531dfd"
+    events = [json.loads(p.read_text()) for p in sorted((conversation / "events").glob("*.json"))]
+    observation = next(e for e in events if e["kind"] == "ObservationEvent" and e["tool_name"] == "terminal")
+    observation["observation"]["content"][0]["text"] = "\n".join(f"/workspace/file{i}.py" for i in range(12))
+    row = {"instance_id": "demo-1", "instruction": "list the python files", "history": events, "metrics": {}}
+    path = tmp_path / "output.jsonl"
+    path.write_text(json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n")
+    assert detect_format(path) == "openhands"
+    doc = openhands.load(path)
+    observations = openhands.iter_observations(doc)
+    assert len(observations) == 2 and observations[0].task == "list the python files"
+    terminal = observations[0]
+    assert terminal.tool == "terminal" and "pwd" in terminal.args
+    openhands.set_observation(doc, terminal, "/workspace/file3.py")
+    data = openhands.dump(doc)
+    assert check_file("openhands", path.read_bytes(), data) == []
+    written = json.loads(data)["history"][terminal.locator[1]]
+    assert written["observation"]["content"][0]["text"] == "/workspace/file3.py"
