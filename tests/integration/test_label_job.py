@@ -1,0 +1,57 @@
+"""jobs/label.py with the rule teacher on a local Ray over real tool runs: parts, manifest, resume,
+and a clear error for a bad observations file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from squeez_ray.dataset.scratch import make_project
+from squeez_ray.dataset.sources import CallBudget, directory_tree, plan_calls, run_calls
+from squeez_ray.label.job import LabelConfig, run_label
+from squeez_ray.label.pipeline import TeacherConfig, label_rows_with_rules
+from squeez_ray.schema import read_examples, write_observations
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def observations(tmp_path_factory):
+    root = tmp_path_factory.mktemp("label-job")
+    project = make_project(root, "quill", ["pricing", "text", "inventory", "settings"])
+    tree = directory_tree(project, "scratch/quill", runs_code=True)
+    rows, failures = run_calls(plan_calls(tree, CallBudget(), seed=0), workers=2)
+    assert not failures and len(rows) > 20
+    path = root / "observations.parquet"
+    write_observations(rows, path)
+    return path, rows
+
+
+def test_rule_labelling_on_ray_matches_in_process_and_resumes(observations, ray_local, tmp_path):
+    path, rows = observations
+    config = LabelConfig(observations=str(path), output_dir=str(tmp_path / "out"), source="local", chunk_size=10,
+                         teacher=TeacherConfig(engine="rules"))
+    manifest = run_label(config)
+    labelled = read_examples(tmp_path / "out" / "labelled")
+    expected, dropped = label_rows_with_rules(rows)
+    assert len(labelled) == len(expected) == manifest["counts"]["labelled"]
+    assert manifest["dropped"] == dict(dropped)
+    assert sorted((r["instance_id"], r["command"], r["query"]) for r in labelled) == \
+        sorted((r["instance_id"], r["command"], r["query"]) for r in expected)
+    assert len(list((tmp_path / "out" / "labelled").glob("part-*.parquet"))) == -(-len(rows) // 10)
+    again = run_label(config)
+    assert again["counts"]["to_label"] == 0 and again["counts"]["already_settled"] == len(rows)
+
+
+def test_bad_observations_file_is_one_clear_error(tmp_path):
+    bad = tmp_path / "obs.jsonl"
+    bad.write_text('{"instance_id": "a", "tool_type": "grep", "command": "grep x", "tool_output": 3}\n')
+    done = subprocess.run([sys.executable, "jobs/label.py", "--config", "jobs/configs/label.yaml",
+                           f"observations={bad}", f"output_dir={tmp_path / 'out'}", "teacher.engine=rules"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert "obs.jsonl: row 1 (instance_id 'a'): field 'tool_output': expected text" in done.stderr
+    assert "Traceback" not in done.stderr
