@@ -99,6 +99,15 @@ def _answer(result: PruneResult, latency_ms: float | None = None) -> dict[str, A
     return out
 
 
+def _openai_router(model_id: str, llm_server: Any, model_card: Any) -> Any:
+    """ray.serve.llm's OpenAI router object, used as a library (its methods, not its deployment)."""
+    from ray.serve.llm.ingress import OpenAiIngress
+
+    return OpenAiIngress(llm_deployments={model_id: llm_server}, model_cards={model_id: model_card})
+
+
+# Serve ships this class to the replicas by value: every module-level name its methods use must be
+# defined above it.
 @serve.deployment
 @serve.ingress(app)
 class PruneIngress:
@@ -207,10 +216,3 @@ class PruneIngress:
                 return _error(status, "invalid_request" if status < 500 else "internal",
                               getattr(error, "message", str(error)))
             raise
-
-
-def _openai_router(model_id: str, llm_server: Any, model_card: Any) -> Any:
-    """ray.serve.llm's OpenAI router object, used as a library (its methods, not its deployment)."""
-    from ray.serve.llm.ingress import OpenAiIngress
-
-    return OpenAiIngress(llm_deployments={model_id: llm_server}, model_cards={model_id: model_card})
