@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from squeez_ray.infer.prompt import parse_target, render_prompt
-from squeez_ray.spans import kept_text, split_lines
 
 
 def eval_row(example: dict[str, Any]) -> dict[str, Any]:
@@ -48,23 +47,21 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
 
 
 def score_replies(rows: Sequence[dict[str, Any]], replies: Sequence[str], *, fuzzy_threshold: float) -> dict[str, float]:
-    """Mean F1 (fuzzy), strict recall and compression over the rows (METRICS.md), plus unmatched lines."""
-    from squeez_ray.evaluate.metrics import score_example
+    """Macro means of METRICS.md's F1 (fuzzy), strict recall, compression and negatives' empty rate,
+    plus the generated lines the verbatim mapping had to drop."""
+    from squeez_ray.evaluate.metrics import score_example, summarize
     from squeez_ray.infer.mapping import map_lines_to_spans
 
-    totals = {"f1": 0.0, "recall": 0.0, "compression": 0.0, "unmatched_lines": 0.0}
+    scored, unmatched = [], 0
     for row, reply in zip(rows, replies):
-        lines = split_lines(row["tool_output"])
         mapped = map_lines_to_spans(parse_target(reply).lines, row["tool_output"], threshold=fuzzy_threshold)
-        predicted = kept_text(lines, mapped.spans)
-        gold = kept_text(lines, row["gold_spans"])
-        scores = score_example(predicted, gold, row["tool_output"])
-        totals["f1"] += scores["f1"]
-        totals["recall"] += scores["recall"]
-        totals["compression"] += scores["compression"]
-        totals["unmatched_lines"] += mapped.unmatched
-    n = max(len(rows), 1)
-    return {k: v / n for k, v in totals.items()}
+        scored.append(score_example(row["tool_output"], row["gold_spans"], mapped.spans))
+        unmatched += mapped.unmatched
+    summary = summarize(scored)
+    keys = ("f1", "recall", "precision", "compression", "negatives_empty")
+    out = {k: float(summary[k]) for k in keys if summary.get(k) is not None}
+    out["unmatched_lines"] = unmatched / max(len(rows), 1)
+    return out
 
 
 def evaluate_generation(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], *, system_prompt: str,

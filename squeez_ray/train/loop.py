@@ -84,6 +84,8 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.mark = (time.perf_counter(), state.num_input_tokens_seen)
+            # After a resume the Trainer has restored the step: report where this attempt started.
+            shared["latest"]["start_step"] = state.global_step
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             now, tokens = time.perf_counter(), state.num_input_tokens_seen

@@ -59,8 +59,9 @@ def _init_ray() -> None:
 
     if ray.is_initialized():
         return
-    # Inside `ray job submit` RAY_ADDRESS points at the cluster; standalone this starts a local Ray.
-    ray.init(address=os.environ.get("RAY_ADDRESS"), log_to_driver=True)
+    # Inside `ray job submit` RAY_ADDRESS points at the cluster. Standalone we start an embedded Ray
+    # ("local") rather than attach to whatever cluster this machine last started (possibly stale).
+    ray.init(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
 
 
 def _eval_sample(config: TrainConfig) -> list[dict[str, Any]] | None:

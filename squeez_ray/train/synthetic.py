@@ -66,12 +66,20 @@ def _git_log_example(rng: random.Random, i: int) -> tuple[str, str, list[str], t
 _SHAPES = (_pytest_example, _grep_example, _git_log_example)
 
 
-def synthetic_rows(n: int, *, seed: int = 0, negative_every: int = 5, dev_fraction: float = 0.25) -> list[dict[str, Any]]:
-    """``n`` labelled rows; every ``negative_every``-th asks about something absent (empty gold)."""
+def synthetic_rows(n: int, *, seed: int = 0, negative_every: int = 5, dev_fraction: float = 0.25,
+                   filler_lines: int = 0) -> list[dict[str, Any]]:
+    """``n`` labelled rows; every ``negative_every``-th asks about something absent (empty gold).
+
+    ``filler_lines`` prepends that many irrelevant log lines to every output (long-context benchmarks).
+    """
     rng = random.Random(seed)
     rows = []
     for i in range(n):
         tool_type, query, lines, span = _SHAPES[i % len(_SHAPES)](rng, i)
+        if filler_lines:
+            lines = [f"[{k:06d}] DEBUG worker-{k % 7} heartbeat ok, queue depth {rng.randrange(100)}"
+                     for k in range(filler_lines)] + lines
+            span = (span[0] + filler_lines, span[1] + filler_lines) if span else None
         negative = negative_every > 0 and i % negative_every == negative_every - 1
         if negative:
             query, span = f"what does the output say about the database migration {i}", None
@@ -99,8 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out")
     parser.add_argument("--n", type=int, default=64)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--filler-lines", type=int, default=0, help="irrelevant lines added to each output")
     args = parser.parse_args(argv)
-    write_jsonl(synthetic_rows(args.n, seed=args.seed), args.out)
+    write_jsonl(synthetic_rows(args.n, seed=args.seed, filler_lines=args.filler_lines), args.out)
     print(args.out)
     return 0
 

@@ -1,0 +1,110 @@
+"""Tokenise + mask rules: the response is exactly the target the model must emit; truncation never cuts it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from squeez_ray.infer.prompt import render_prompt, render_target
+from squeez_ray.schema import read_examples
+from squeez_ray.train.data import (IGNORE_INDEX, collate, encode_example, end_of_turn_text, training_row)
+from squeez_ray.train.loop import batches_per_epoch
+from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    from transformers import AutoTokenizer
+
+    from squeez_ray.testing.tiny import save_tiny_tokenizer
+
+    folder = tmp_path_factory.mktemp("tok")
+    save_tiny_tokenizer(folder)
+    return AutoTokenizer.from_pretrained(folder)
+
+
+def _example(output_lines, spans, query="where is the error"):
+    return {"instance_id": "x1", "query": query, "tool_output": "\n".join(output_lines),
+            "gold_spans": [{"start_line": s, "end_line": e} for s, e in spans]}
+
+
+def test_training_row_renders_the_kept_lines_verbatim():
+    row = training_row(_example(["a", "  b  ", "c", "d"], [(2, 3)]))
+    assert row["target"] == render_target(["  b  ", "c"])
+    assert (row["first_gold"], row["last_gold"]) == (2, 3)
+    negative = training_row(_example(["a", "b"], []))
+    assert negative["target"] == render_target([]) and negative["first_gold"] == 0
+
+
+def test_end_of_turn_comes_from_the_chat_template(tokenizer):
+    assert end_of_turn_text(tokenizer) == "<|im_end|>"
+
+
+def test_loss_is_on_the_response_only(tokenizer):
+    row = training_row(_example([f"line {i}" for i in range(30)], [(7, 8)]))
+    enc = encode_example(tokenizer, row, max_seq_length=4096)
+    assert enc.status == "ok" and enc.kept_output_lines == 30
+    prompt = tokenizer.decode(enc.input_ids[:enc.prompt_len])
+    assert prompt == render_prompt(tokenizer, row["query"], row["tool_output"])
+    assert tokenizer.decode(enc.input_ids[enc.prompt_len:]) == row["target"] + "<|im_end|>"
+
+    batch = collate({"input_ids": [np.array(enc.input_ids), np.array(enc.input_ids[:enc.prompt_len + 3])],
+                     "prompt_len": [enc.prompt_len, enc.prompt_len]}, pad_id=tokenizer.pad_token_id)
+    labels, mask = batch["labels"], batch["attention_mask"]
+    assert (labels[0, :enc.prompt_len] == IGNORE_INDEX).all()
+    assert labels[0, enc.prompt_len:].tolist() == enc.input_ids[enc.prompt_len:]
+    # The shorter row is right-padded: no loss and no attention on padding.
+    assert mask[1].sum().item() == enc.prompt_len + 3 and (labels[1, enc.prompt_len + 3:] == IGNORE_INDEX).all()
+    assert (batch["input_ids"][1, enc.prompt_len + 3:] == tokenizer.pad_token_id).all()
+
+
+def test_truncation_keeps_the_gold_block_and_the_whole_target(tokenizer):
+    lines = [f"noise line number {i} with some words" for i in range(200)]
+    row = training_row(_example(lines, [(120, 122)]))
+    full = encode_example(tokenizer, row, max_seq_length=100_000)
+    limit = len(full.input_ids) // 3
+    cut = encode_example(tokenizer, row, max_seq_length=limit)
+    assert cut.status == "truncated" and len(cut.input_ids) <= limit
+    assert 3 <= cut.kept_output_lines < 200
+    prompt = tokenizer.decode(cut.input_ids[:cut.prompt_len])
+    for n in (120, 121, 122):
+        assert lines[n - 1] in prompt
+    assert tokenizer.decode(cut.input_ids[cut.prompt_len:]) == row["target"] + "<|im_end|>"
+    # Trailing lines go first: nothing after the gold block is left once truncation reached it.
+    assert lines[150] not in prompt
+
+
+def test_drop_policy_and_hopeless_examples(tokenizer):
+    lines = [f"noise {i}" for i in range(300)]
+    row = training_row(_example(lines, [(1, 300)]))  # the target alone is longer than the limit
+    assert encode_example(tokenizer, row, max_seq_length=200).status == "dropped"
+    short = training_row(_example(lines, [(5, 5)]))
+    assert encode_example(tokenizer, short, max_seq_length=300, overlong="drop").status == "dropped"
+    assert encode_example(tokenizer, short, max_seq_length=300, overlong="truncate").status == "truncated"
+
+
+def test_negative_examples_truncate_to_a_window_too(tokenizer):
+    row = training_row(_example([f"noise line {i} here" for i in range(400)], []))
+    enc = encode_example(tokenizer, row, max_seq_length=400)
+    assert enc.status == "truncated" and len(enc.input_ids) <= 400
+    assert tokenizer.decode(enc.input_ids[enc.prompt_len:]) == render_target([]) + "<|im_end|>"
+
+
+def test_batches_per_epoch_follows_the_equal_split():
+    assert batches_per_epoch(96, 2, 4) == 12
+    assert batches_per_epoch(97, 2, 4) == 12  # Ray's equal split drops the odd row
+    assert batches_per_epoch(10, 1, 4) == 3
+    with pytest.raises(ValueError, match="cannot be split"):
+        batches_per_epoch(1, 2, 4)
+
+
+def test_synthetic_rows_are_valid_project_rows(tmp_path):
+    rows = synthetic_rows(40, filler_lines=5)
+    path = write_jsonl(rows, tmp_path / "rows.jsonl")
+    back = read_examples(path)
+    assert len(back) == 40
+    assert {r["split"] for r in back} == {"train", "dev"}
+    assert any(r["is_irrelevant"] and not r["gold_spans"] for r in back)
+    # Train and dev never share a repository.
+    train_repos = {r["repo"] for r in back if r["split"] == "train"}
+    assert not train_repos & {r["repo"] for r in back if r["split"] == "dev"}
