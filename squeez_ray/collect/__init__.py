@@ -1,0 +1,7 @@
+"""Collection: real tools over repository snapshots, sandboxed, on Ray Data (docs/DATA.md, "Collection").
+
+``instances`` (input rows, patch/issue parsing), ``plan`` (seeded tool-call plans), ``tools`` (one
+executor per tool type; ``run_tool`` for use on any directory), ``sandbox`` (process isolation),
+``workspace`` (mirrors and private checkouts), ``pipeline`` (the Ray Data job), ``toy`` (a small real
+input for tests, benchmarks and the local demo).
+"""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import time
@@ -31,6 +32,8 @@ from squeez_ray.collect.tools import TOOL_TYPES
 log = logging.getLogger(__name__)
 SHARD_DIR = "observations"
 MAX_FAILURES_LISTED = 200
+_NO_NAMESPACE = ("no network namespace can be created on this node (unshare --net failed), so tools could reach "
+                 "the network; set require_network_isolation=false to run with the dead-proxy trap only")
 
 
 class CollectError(RuntimeError):
@@ -103,7 +106,7 @@ def done_commands(output_dir: str | Path) -> dict[str, set[str]]:
         except (OSError, pa.ArrowException) as error:
             raise DataError(f"earlier output cannot be read ({error}); move it away to re-collect its instances",
                             path=shard) from None
-        for iid, command in zip(table.column("instance_id").to_pylist(), table.column("command").to_pylist()):
+        for iid, command in zip(table.column("instance_id").to_pylist(), table.column("command").to_pylist(), strict=True):
             done[iid].add(command)
     return done
 
@@ -119,9 +122,7 @@ class CollectWorker:
         self.run_id = run_id
         self.isolation = network_isolation()
         if self.config.require_network_isolation and not self.isolation.startswith("unshare"):
-            raise CollectError("no network namespace can be created on this node (unshare --net failed), so tools "
-                               "could reach the network; set require_network_isolation=false to run with the "
-                               "proxy trap only")
+            raise CollectError(_NO_NAMESPACE)
         base = Path(self.config.work_dir or tempfile.gettempdir()) / "squeez-collect" / run_id
         base.mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="worker-", dir=base))
@@ -223,6 +224,9 @@ def collect(config: CollectConfig) -> dict[str, Any]:
     from squeez_ray.io_utils import git_revision, write_json_atomic
 
     started = time.time()
+    if config.require_network_isolation and not network_isolation().startswith("unshare"):
+        # Checked here too so the common single-node case fails in one line, before any actor starts.
+        raise CollectError(_NO_NAMESPACE)
     instances = read_instances(config.instances)[: config.limit or None]
     output_dir = Path(config.output_dir)
     done = done_commands(output_dir)
@@ -234,7 +238,10 @@ def collect(config: CollectConfig) -> dict[str, Any]:
             for i in sorted(instances, key=lambda i: (i["repo"], i["base_commit"], i["instance_id"]))]
     run_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
     if not ray.is_initialized():
-        ray.init(address=config.ray_address, log_to_driver=False)
+        # An explicit address, or the job's cluster under `ray job submit` (RAY_ADDRESS); otherwise an
+        # embedded Ray, never a stray cluster that happens to run on this machine.
+        address = config.ray_address or os.environ.get("RAY_ADDRESS") or "local"
+        ray.init(address=address, log_to_driver=False, **({"include_dashboard": False} if address == "local" else {}))
     summaries: list[dict[str, Any]] = []
     if rows:
         dataset = ray.data.from_items(rows).map_batches(
@@ -257,6 +264,8 @@ def collect(config: CollectConfig) -> dict[str, Any]:
         **summarize(summaries, instances=len(rows), already_written=already),
     }
     write_json_atomic(output_dir / "manifest.json", manifest)
+    log.info("collect: %d observation(s) written, %d already there, %d failure(s); manifest in %s",
+             manifest["counts"]["observations_written"], already, manifest["failure_count"], output_dir)
     return manifest
 
 
