@@ -15,7 +15,8 @@ from squeez_ray.encoder.windows import WindowSpec
 
 def line_labels(n_lines: int, gold_spans: Iterable[Any]) -> np.ndarray:
     labels = np.zeros(n_lines, dtype=np.float32)
-    for span in gold_spans or []:
+    # Ray Data hands spans over as a numpy array of dicts: test for None, never for truthiness.
+    for span in [] if gold_spans is None else gold_spans:
         start, end = (span["start_line"], span["end_line"]) if isinstance(span, dict) else span
         labels[int(start) - 1:int(end)] = 1.0
     return labels

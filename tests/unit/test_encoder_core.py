@@ -60,3 +60,12 @@ def test_calibration_hits_target_recall(target):
 def test_calibration_needs_positives():
     with pytest.raises(ValueError, match="no positive lines"):
         calibrate_threshold([np.array([0.1, 0.2])], [np.array([False, False])], 0.8)
+
+
+def test_line_labels_take_spans_as_ray_data_hands_them_over():
+    from squeez_ray.encoder.data import line_labels
+
+    spans = np.array([{"start_line": 2, "end_line": 3}, {"start_line": 6, "end_line": 6}], dtype=object)
+    assert line_labels(7, spans).tolist() == [0, 1, 1, 0, 0, 1, 0]
+    assert line_labels(3, [(1, 1)]).tolist() == [1, 0, 0]
+    assert line_labels(3, None).tolist() == line_labels(3, np.array([], dtype=object)).tolist() == [0, 0, 0]
