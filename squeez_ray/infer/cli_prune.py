@@ -86,12 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
-    with _reserved_stdout() as out:
+    with _reserved_stdout() as (out, owned):
         try:
-            return _Run(args, out).run()
+            return _Run(args, out, release_early=owned).run()
         except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-            with contextlib.suppress(OSError):
-                os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())
             return EXIT_OK
         except KeyboardInterrupt:
             return EXIT_INTERRUPTED
@@ -107,9 +105,10 @@ class _Run:
     """One invocation. Once the watchdog runs, ``_claim`` makes sure exactly one answer reaches
     stdout, even when it and the main thread finish at the same moment."""
 
-    def __init__(self, args: argparse.Namespace, out: IO[bytes]):
+    def __init__(self, args: argparse.Namespace, out: IO[bytes], release_early: bool = False):
         self.args = args
         self.out = out
+        self.release_early = release_early  # ``out`` is ours to close once answered
         self.started = time.perf_counter()
         self._answered = threading.Lock()
         self.settings: Any = None
@@ -183,7 +182,12 @@ class _Run:
             return self._answer_pruned(result)
         finally:
             watchdog.cancel()
-            self.out.flush()
+            # End-of-file for the reader now: an engine's shut-down (seconds for vLLM) is not its wait.
+            if self.release_early:
+                _release(self.out)
+            else:
+                with contextlib.suppress(OSError, ValueError):
+                    self.out.flush()
             if pruner is not None:
                 with contextlib.suppress(Exception):
                     pruner.close()
@@ -361,30 +365,40 @@ def _open_store(settings: Any) -> OutputStore:
 
 
 @contextlib.contextmanager
-def _reserved_stdout() -> Iterator[IO[bytes]]:
+def _reserved_stdout() -> Iterator[tuple[IO[bytes], bool]]:
     """Keep the real stdout for the answer; send fd 1 (and ``print``) to stderr meanwhile.
 
     Engines log to stdout (vLLM does by default) and their worker processes inherit fd 1: without
-    this, log lines would land in the agent's pruned output.
+    this, log lines would land in the agent's pruned output. Yields the answer stream and whether
+    it is ours to close early.
     """
     sys.stdout.flush()
     try:
         saved = os.dup(1)
         os.dup2(2, 1)
-    except (OSError, ValueError):  # no fd 1 / 2 (closed, or an embedding without real fds)
-        yield sys.stdout.buffer
+    except (OSError, ValueError, AttributeError):  # no real fd 1 / 2 (closed, or an embedding)
+        yield sys.stdout.buffer, False
         return
     python_stdout = sys.stdout
     sys.stdout = sys.stderr
-    answer = os.fdopen(os.dup(saved), "wb")
+    answer = os.fdopen(saved, "wb")
     try:
-        yield answer
+        yield answer, True
     finally:
-        with contextlib.suppress(OSError, ValueError):
-            answer.close()
         sys.stdout = python_stdout
-        os.dup2(saved, 1)
-        os.close(saved)
+        if not answer.closed:  # once released early (see _release) the real stdout is gone for good
+            with contextlib.suppress(OSError):
+                answer.flush()
+            os.dup2(saved, 1)
+            _release(answer)
+
+
+def _release(answer: IO[bytes]) -> None:
+    """Close the answer stream so the reader sees end-of-file, even if the reader has gone away."""
+    with contextlib.suppress(OSError, ValueError):
+        answer.flush()
+    with contextlib.suppress(OSError, ValueError):
+        answer.close()  # closes the descriptor even when the flush fails (reader gone)
 
 
 def show_main(argv: list[str]) -> int:

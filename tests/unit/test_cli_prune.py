@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -66,8 +67,16 @@ class Typed(Pruner):
                             model=self.name, render_options=render_options) for r in requests]
 
 build_boom, build_sleepy, build_noisy, build_wrong = (lambda o: Boom()), (lambda o: Sleepy()), (lambda o: Noisy()), (lambda o: Wrong())
-build_typed = lambda o: Typed()
-for name in ("boom", "sleepy", "noisy", "wrong", "typed"):
+class SlowClose(Typed):
+    """Answers at once, then does not finish shutting down (as an engine may take seconds) until the
+    test, having read the answer to its end, creates the file TEST_RELEASE_FILE."""
+    name = "slowclose"
+    def close(self):
+        while not os.path.exists(os.environ["TEST_RELEASE_FILE"]):
+            time.sleep(0.05)
+
+build_typed, build_slowclose = (lambda o: Typed()), (lambda o: SlowClose())
+for name in ("boom", "sleepy", "noisy", "wrong", "typed", "slowclose"):
     backends.BACKENDS[name] = "__main__:build_" + name
 from squeez_ray.cli import main
 sys.exit(main(sys.argv[1:]))
@@ -387,3 +396,24 @@ def test_json_mode_answers_in_json_even_on_errors(env):
     assert payload["reason"].startswith("no backend configured")
     failed = json.loads(squeez(["--backend", "boom", "--json", "q"], data, env, runner=True).stdout)
     assert failed["pruned"] is False and "engine exploded" in failed["reason"] and failed["text"] == data.decode()
+
+
+def test_the_reader_gets_end_of_file_before_the_engine_shuts_down(env, tmp_path):
+    release = tmp_path / "release"
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "slowclose", "--tool-type", "module_42", "q"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            env={**env, "TEST_RELEASE_FILE": str(release)})
+    try:
+        proc.stdin.write(make_log())
+        proc.stdin.close()
+        answer: list[bytes] = []
+        reader = threading.Thread(target=lambda: answer.append(proc.stdout.read()), daemon=True)
+        reader.start()
+        reader.join(timeout=60)  # a deadlock guard, not a speed check: close() waits for us
+        assert answer, "stdout stayed open while the backend was shutting down"
+        assert answer[0].startswith(b"ERROR module_42.c:17") and b"[squeez: kept 1 of 61 lines" in answer[0]
+        release.touch()
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
