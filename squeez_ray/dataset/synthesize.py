@@ -185,6 +185,8 @@ def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
         write_examples(examples, out / "labelled" / f"{part}.parquet")
         write_json_atomic(out / "done" / f"{part}.json",
                           {"settled": [r["instance_id"] for r in rows if r["instance_id"] not in later]})
+    if budget is not None:
+        ray.kill(budget)
     manifest = {"job": "synthesize", "config": to_dict(config), "git_revision": git_revision(),
                 "inputs": {"families": str(config.families)},
                 "counts": {"families": len(families), "planned": len(rows), "already_done": len(done),

@@ -98,6 +98,7 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
 
     totals: Counter = Counter()
     dropped: Counter = Counter()
+    drop_examples: dict[str, str] = {}
     for start in range(0, len(todo), config.chunk_size):
         chunk = todo[start:start + config.chunk_size]
         outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
@@ -111,6 +112,7 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
             "labelled": len(examples)})
         next_part += 1
         dropped += outcome.dropped
+        drop_examples = {**outcome.drop_examples, **drop_examples}
         totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
                        "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
                        "left_for_rerun": len(later)})
@@ -118,6 +120,9 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
             log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
             totals["not_started"] = len(todo) - start - len(chunk)
             break
+    if budget is not None:
+        totals["requests_charged_to_budget"] = ray.get(budget.spent.remote())
+        ray.kill(budget)
     manifest = {
         "job": "label",
         "config": to_dict(config),
@@ -126,6 +131,7 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
         "counts": {"observations": len(observations), "already_settled": len(settled), "to_label": len(todo),
                    **totals},
         "dropped": dict(dropped),
+        "drop_examples": drop_examples,
         "seconds": round(time.time() - started, 2),
     }
     write_json_atomic(output_dir / "manifest.json", manifest)

@@ -52,15 +52,20 @@ class LabelOutcome:
     recovered_by_retry: int
     # (instance_id, command) of rows lost to transport problems, which a rerun should try again
     retry_later: list[tuple[str, str]] = field(default_factory=list)
+    # one detail per drop reason (e.g. the start of an invalid reply), for the manifest and debugging
+    drop_examples: dict[str, str] = field(default_factory=dict)
 
 
-def _count(ds: Any, retry_later: list | None = None) -> Counter:
+def _count(ds: Any, retry_later: list | None = None, examples: dict | None = None) -> Counter:
     counts: Counter = Counter()
-    columns = ["reject_reason", "instance_id", "command"]
+    columns = ["reject_reason", "reject_detail", "instance_id", "command"]
     for batch in ds.select_columns(columns).iter_batches(batch_format="pandas", batch_size=4096):
-        for reason, instance_id, command in zip(batch["reject_reason"], batch["instance_id"], batch["command"]):
+        for reason, detail, instance_id, command in zip(batch["reject_reason"], batch["reject_detail"],
+                                                        batch["instance_id"], batch["command"]):
             if reason:
                 counts[reason] += 1
+                if examples is not None and reason not in examples:
+                    examples[reason] = f"{instance_id}: {detail}"
                 if retry_later is not None and reason in TRANSPORT_REASONS:
                     retry_later.append((instance_id, command))
     return counts
@@ -81,13 +86,14 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
     """Label a dataset of observation rows (contract fields plus an optional ``background_task``)."""
     settings = teacher.stage_settings()
     ds = ds.map(lambda row: stages.prepare(row, settings)).materialize()
-    dropped = _count(ds)
+    seen: dict[str, str] = {}
+    dropped = _count(ds, examples=seen)
     ds = ds.filter(lambda row: not row["reject_reason"])
     if teacher.engine == "rules":
         ds = ds.map(stages.rule_label).materialize()
-        dropped += _count(ds)
+        dropped += _count(ds, examples=seen)
         ok = ds.filter(lambda row: not row["reject_reason"]).materialize()
-        return LabelOutcome(ok, dropped, 0, 0, 0)
+        return LabelOutcome(ok, dropped, 0, 0, 0, [], seen)
     if engine is None:
         raise ValueError(f"engine {teacher.engine!r} needs an engine transform")
 
@@ -95,7 +101,7 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
     later: list[tuple[str, str]] = []
     ds = _round(ds.map(lambda row: stages.query_request(row, settings)), engine,
                 lambda row: stages.take_query(row, settings))
-    dropped += _count(ds, later)
+    dropped += _count(ds, later, seen)
     requests += _requests(ds)
     ds = ds.filter(lambda row: not row["reject_reason"]).map(lambda row: {**row, "teacher_requests": 0})
     ds = _round(ds.map(stages.spans_request), engine, stages.take_spans)
@@ -108,19 +114,19 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
         retried = again.count()
         if retried:
             requests += _requests(again)
-            dropped += _count(again, later)
+            dropped += _count(again, later, seen)
             recovered = again.filter(lambda row: not row["reject_reason"]).count()
-        dropped += _count(ds.filter(lambda row: not stages.needs_retry(row)), later)
+        dropped += _count(ds.filter(lambda row: not stages.needs_retry(row)), later, seen)
         ok = ds.filter(lambda row: not row["reject_reason"])
         if recovered:
             ok = ok.union(again.filter(lambda row: not row["reject_reason"]))
     else:
-        dropped += _count(ds, later)
+        dropped += _count(ds, later, seen)
         ok = ds.filter(lambda row: not row["reject_reason"])
     ok = ok.materialize()
     log.info("labelled %d rows; dropped %s; %d teacher requests; retry recovered %d of %d",
              ok.count(), dict(dropped), requests, recovered, retried)
-    return LabelOutcome(ok, dropped, requests, retried, recovered, later)
+    return LabelOutcome(ok, dropped, requests, retried, recovered, later, seen)
 
 
 def label_rows_with_rules(rows: list[dict[str, Any]], teacher: TeacherConfig | None = None,

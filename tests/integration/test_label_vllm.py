@@ -24,7 +24,7 @@ def observation(k):
 
 @pytest.mark.slow
 def test_vllm_teacher_runs_all_rounds_with_valid_json(tiny_qwen3_dir, ray_local):
-    config = VllmTeacherConfig(model=str(tiny_qwen3_dir), cpu_bundle=0.25, batch_size=4, max_tokens=256,
+    config = VllmTeacherConfig(model=str(tiny_qwen3_dir), cpu_bundle=0.25, batch_size=4, max_tokens=1024,
                                engine_kwargs={"max_model_len": 2048, "enforce_eager": True, "dtype": "float32",
                                               "max_num_seqs": 4})
     teacher = TeacherConfig(engine="vllm", vllm=config)
@@ -34,7 +34,7 @@ def test_vllm_teacher_runs_all_rounds_with_valid_json(tiny_qwen3_dir, ray_local)
     assert len(labelled) + sum(outcome.dropped.values()) == len(rows)
     # constrained decoding: no row is lost to malformed JSON or to line numbers outside the output
     assert not {parse.INVALID_JSON, parse.MISSING_QUERY, parse.MISSING_SPANS, parse.SPAN_OUT_OF_RANGE,
-                parse.EMPTY_REPLY} & set(outcome.dropped), outcome.dropped
+                parse.EMPTY_REPLY} & set(outcome.dropped), outcome.drop_examples
     assert outcome.teacher_requests >= len(rows)  # every row had its query round on the engine
     for row in labelled:
         spans = json.loads(row["spans"])
