@@ -43,6 +43,7 @@ class HttpTeacherConfig:
     temperature: float = 0.0
     max_tokens: int = 1024
     json_mode: bool = False
+    json_schema: bool = False  # constrain replies with each stage's JSON schema (servers with structured outputs)
     extra_body: dict[str, Any] = field(default_factory=dict)
 
     def validate(self) -> list[str]:
@@ -61,7 +62,8 @@ class HttpTeacherConfig:
         return ChatSettings(url=self.url, model=self.model, api_key=api_key, max_concurrency=per_actor,
                             max_retries=self.max_retries, backoff_base_s=self.backoff_base_s,
                             backoff_max_s=self.backoff_max_s, timeout_s=self.timeout_s, temperature=self.temperature,
-                            max_tokens=self.max_tokens, json_mode=self.json_mode, extra_body=self.extra_body or None)
+                            max_tokens=self.max_tokens, json_mode=self.json_mode, json_schema=self.json_schema,
+                            extra_body=self.extra_body or None)
 
 
 @dataclass

@@ -17,6 +17,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from squeez_ray.label.prompts import reply_schema
+
 log = logging.getLogger(__name__)
 
 BUDGET_EXHAUSTED = "budget_exhausted"
@@ -60,6 +62,7 @@ class ChatSettings:
     temperature: float = 0.0
     max_tokens: int = 1024
     json_mode: bool = False  # send response_format=json_object (not every server supports it)
+    json_schema: bool = False  # send each stage's JSON schema as response_format (vLLM, SGLang, OpenAI)
     extra_body: dict[str, Any] | None = None  # passed through, e.g. {"reasoning_effort": "low"}
 
     @property
@@ -120,7 +123,11 @@ class ChatClient:
         s = self.settings
         payload: dict[str, Any] = {"model": s.model, "messages": messages, "temperature": s.temperature,
                                    "max_tokens": s.max_tokens}
-        if s.json_mode:
+        schema = reply_schema(messages) if s.json_schema else None
+        if schema is not None:
+            payload["response_format"] = {"type": "json_schema",
+                                          "json_schema": {"name": "teacher_reply", "schema": schema, "strict": True}}
+        elif s.json_mode:
             payload["response_format"] = {"type": "json_object"}
         payload.update(s.extra_body or {})
         return payload
