@@ -142,21 +142,33 @@ class _Hello(http.server.BaseHTTPRequestHandler):
         pass
 
 
-def test_curl_cannot_reach_the_network_but_is_still_an_observation(tree: Path):
-    assert network_isolation() in ("unshare", "unshare-userns"), "this machine should support network namespaces"
+@pytest.fixture()
+def local_url():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    url = f"http://127.0.0.1:{server.server_address[1]}/"
     try:
-        # Control: outside the sandbox the server answers, so the check below can fail.
-        control = subprocess.run(["curl", "-sS", "--max-time", "5", url], capture_output=True, text=True)
-        assert control.stdout == "reachable"
-        obs = run_tool("curl", {"url": url}, tree, timeout_s=20)
-        assert "reachable" not in obs["tool_output"]
-        assert obs["exit_code"] not in (0, None) and obs["error"] is None
-        assert "curl: (7)" in obs["tool_output"]
-        outside = run_tool("curl", {"url": "https://pypi.org/simple/"}, tree, timeout_s=20)
-        assert outside["exit_code"] not in (0, None) and "curl: (" in outside["tool_output"]
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
     finally:
         server.shutdown()
+
+
+def test_curl_cannot_reach_the_network_but_is_still_an_observation(tree: Path, local_url: str):
+    if not network_isolation().startswith("unshare"):
+        pytest.skip("no network namespaces here (unshare --net fails); the proxy-trap test covers this machine")
+    # Control: outside the sandbox the server answers, so the check below can fail.
+    control = subprocess.run(["curl", "-sS", "--max-time", "5", local_url], capture_output=True, text=True)
+    assert control.stdout == "reachable"
+    obs = run_tool("curl", {"url": local_url}, tree, timeout_s=20)
+    assert "reachable" not in obs["tool_output"]
+    assert obs["exit_code"] not in (0, None) and obs["error"] is None
+    assert "curl: (7)" in obs["tool_output"]
+    outside = run_tool("curl", {"url": "https://pypi.org/simple/"}, tree, timeout_s=20)
+    assert outside["exit_code"] not in (0, None) and "curl: (" in outside["tool_output"]
+
+
+def test_without_namespaces_the_dead_proxy_still_stops_curl(tree: Path, local_url: str):
+    # The fallback where unshare is impossible: proxy variables point at a closed port.
+    obs = run_tool("curl", {"url": local_url}, tree, timeout_s=20, isolate_network=False)
+    assert "reachable" not in obs["tool_output"] and obs["exit_code"] not in (0, None)
+    assert "127.0.0.1 port 9" in obs["tool_output"]
