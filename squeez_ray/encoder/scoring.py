@@ -90,3 +90,14 @@ def calibrate_threshold(scores: Sequence[np.ndarray], labels: Sequence[np.ndarra
     return {"threshold": threshold, "target_recall": target_recall, "recall": tp / positives.size,
             "precision": tp / max(int(kept.sum()), 1), "kept_share": float(kept.mean()),
             "positive_lines": int(positives.size), "lines": int(flat_scores.size)}
+
+
+CURVE_RECALLS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+def calibration_curve(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                      recalls: Sequence[float] = CURVE_RECALLS) -> list[dict[str, float]]:
+    """The dev trade-off at several recall targets (threshold, precision, kept share), stored in the
+    checkpoint so a deployment can pick another operating point (``--threshold``) without rescoring."""
+    return [{k: round(v, 4) if isinstance(v, float) else v for k, v in calibrate_threshold(scores, labels, r).items()
+             if k in ("threshold", "target_recall", "recall", "precision", "kept_share")} for r in recalls]

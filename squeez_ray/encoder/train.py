@@ -181,9 +181,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.config import to_dict
-    from squeez_ray.encoder.data import line_labels
     from squeez_ray.encoder.model import EncoderSettings, default_base_model, load_scorer, save_scorer
-    from squeez_ray.encoder.scoring import calibrate_threshold, score_lines
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
 
@@ -224,9 +222,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(state["model"])
     model.eval()
-    dev_scores = score_lines(model, tokenizer, cfg.window, [(r["query"], r["tool_output"]) for r in dev_rows])
-    dev_labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(dev_scores, dev_rows)]
-    calibration = calibrate_threshold(dev_scores, dev_labels, cfg.target_recall)
+    calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall)
     settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
                                base_model=str(base), calibration=calibration,
                                training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
@@ -251,3 +247,40 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
 def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
+                     target_recall: float) -> dict[str, Any]:
+    """Score the dev split once: the threshold for ``target_recall`` plus the whole dev curve."""
+    from squeez_ray.encoder.data import line_labels
+    from squeez_ray.encoder.scoring import calibrate_threshold, calibration_curve, score_lines
+
+    scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
+    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
+    return {**calibrate_threshold(scores, labels, target_recall), "curve": calibration_curve(scores, labels)}
+
+
+def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float) -> dict[str, Any]:
+    """Move a trained checkpoint's threshold to another dev recall target (no retraining).
+
+    Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
+    """
+    from squeez_ray.encoder.model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.schema import read_examples
+
+    model_dir = Path(model_dir)
+    model, tokenizer, settings = load_scorer(model_dir)
+    if not (model_dir / ENCODER_CONFIG).exists():
+        raise ValueError(f"{model_dir} is a bare encoder, not a trained squeez encoder checkpoint")
+    calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall)
+    previous = settings.threshold
+    settings.threshold, settings.calibration = calibration["threshold"], calibration
+    write_json_atomic(model_dir / ENCODER_CONFIG, settings.to_json())
+    manifest_path = model_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest.setdefault("recalibrations", []).append({"dev_data": dev_data, "target_recall": target_recall,
+                                                      "previous_threshold": previous, "calibration": calibration})
+    manifest["calibration"] = calibration
+    write_json_atomic(manifest_path, manifest)
+    return calibration

@@ -69,3 +69,16 @@ def test_line_labels_take_spans_as_ray_data_hands_them_over():
     assert line_labels(7, spans).tolist() == [0, 1, 1, 0, 0, 1, 0]
     assert line_labels(3, [(1, 1)]).tolist() == [1, 0, 0]
     assert line_labels(3, None).tolist() == line_labels(3, np.array([], dtype=object)).tolist() == [0, 0, 0]
+
+
+def test_calibration_curve_trades_recall_for_kept_lines():
+    from squeez_ray.encoder.scoring import calibration_curve
+
+    rng = np.random.default_rng(1)
+    labels = [rng.random(300) < 0.1 for _ in range(10)]
+    scores = [np.where(y, rng.normal(0.7, 0.2, y.size), rng.normal(0.3, 0.2, y.size)) for y in labels]
+    curve = calibration_curve(scores, labels, recalls=(0.3, 0.6, 0.9))
+    assert [p["target_recall"] for p in curve] == [0.3, 0.6, 0.9]
+    assert all(p["recall"] >= p["target_recall"] for p in curve)
+    thresholds, kept = [p["threshold"] for p in curve], [p["kept_share"] for p in curve]
+    assert thresholds == sorted(thresholds, reverse=True) and kept == sorted(kept) and kept[0] < kept[-1]

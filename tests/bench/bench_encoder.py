@@ -1,0 +1,142 @@
+"""Encoder pruner speed on this machine, against the machine's own matrix-multiply limit.
+
+    flock /tmp/squeez-heavy.lock .venv/bin/python tests/bench/bench_encoder.py --model runs/encoder/minilm \\
+        [--model3 runs/encoder/minilm-l3] [--data ../shared/eval/public_cases.jsonl] [--threads 2]
+
+Prints (no assertions: timings depend on the machine and its load, shown by ``uptime``):
+
+- the matmul rate: a 2048x2048 matmul in fp32 and bf16 on ``--threads`` threads (GFLOP/s);
+- per variant: p50 / p95 latency of one request at a time over every public case's output, encoder
+  tokens per second, the physical floor (FLOPs per token x tokens / measured bf16 or fp32 rate)
+  and how far the measured time is from it, bulk throughput (all outputs in one batched call) in
+  lines per second, and F1 / compression on the cases (evaluation only; nothing here is tuned);
+- variants: bf16 (default), fp32, no per-line token cap (128 instead of 32), no window batching
+  (one window per forward), and a 3-layer model (``--model3``, trained with keep_layers: 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def matmul_gflops(dtype, threads: int, n: int = 2048, repeats: int = 5) -> float:
+    import torch
+
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n, dtype=dtype), torch.randn(n, n, dtype=dtype)
+    a @ b
+    started = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    return 2 * n ** 3 * repeats / (time.perf_counter() - started) / 1e9
+
+
+def flops_per_token(config, context: int) -> float:
+    """Forward FLOPs of one token: 2 x (QKV + output + FFN weights) per layer, plus attention over
+    ``context`` tokens (scores and weighted sum: 4 x context x hidden per layer)."""
+    h, ffn, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
+    return layers * (2 * (4 * h * h + 2 * h * ffn) + 4 * context * h)
+
+
+def window_tokens(pruner, cases) -> tuple[int, int]:
+    from squeez_ray.encoder.scoring import windows_for
+
+    tokens = windows = 0
+    for case in cases:
+        _, ws = windows_for(pruner.tokenizer, case["query"], case["tool_output"], pruner.settings.window)
+        tokens += sum(len(w.input_ids) for w in ws)
+        windows += len(ws)
+    return tokens, windows
+
+
+def quality(results, cases) -> dict[str, float]:
+    from squeez_ray.evaluate.metrics import summarize
+    from squeez_ray.evaluate.runner import score_row
+
+    overall = summarize([score_row(c, r, system="x", example_index=i) for i, (c, r) in enumerate(zip(cases, results))])
+    return {k: overall[k] for k in ("f1", "precision", "recall", "compression", "negatives_empty")}
+
+
+def run_variant(name: str, pruner, cases, rates: dict[str, float]) -> dict[str, object]:
+    from squeez_ray.infer.base import PruneRequest
+
+    latencies = []
+    pruner.prune(cases[0]["query"], cases[0]["tool_output"])  # warm-up: first-call allocations
+    for case in cases:
+        started = time.perf_counter()
+        pruner.prune(case["query"], case["tool_output"], fail_open=False)
+        latencies.append(time.perf_counter() - started)
+    tokens, windows = window_tokens(pruner, cases)
+    serial = sum(latencies)
+    config = pruner.model.encoder.config
+    mean_context = tokens / max(windows, 1)
+    floor = flops_per_token(config, mean_context) * tokens / (rates[pruner.dtype if pruner.dtype == "float32"
+                                                                     else "bfloat16"] * 1e9)
+    lines = sum(len(c["tool_output"].split("\n")) for c in cases)
+    started = time.perf_counter()
+    results = pruner.prune_batch([PruneRequest(c["query"], c["tool_output"]) for c in cases], fail_open=False)
+    bulk = time.perf_counter() - started
+    row = {"variant": name, "layers": config.num_hidden_layers, "dtype": pruner.dtype,
+           "p50_ms": 1000 * float(np.percentile(latencies, 50)), "p95_ms": 1000 * float(np.percentile(latencies, 95)),
+           "tokens": tokens, "tokens_per_s": tokens / serial, "mflop_per_token": flops_per_token(config, mean_context) / 1e6,
+           "floor_s": floor, "measured_s": serial, "x_over_floor": serial / floor,
+           "bulk_lines_per_s": lines / bulk, **quality(results, cases)}  # F1 of the bulk pass's answers
+    print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
+    return row
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="encoder checkpoint (jobs/train_encoder.py)")
+    parser.add_argument("--model3", help="a 3-layer checkpoint (keep_layers: 3) to compare")
+    parser.add_argument("--data", default=str(REPO.parent / "shared" / "eval" / "public_cases.jsonl"))
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", help="also write the rows as JSON here")
+    args = parser.parse_args(argv)
+
+    import torch
+
+    from squeez_ray.encoder.pruner import EncoderPruner
+    from squeez_ray.schema import read_examples
+
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
+    rates = {"float32": matmul_gflops(torch.float32, args.threads), "bfloat16": matmul_gflops(torch.bfloat16, args.threads)}
+    print(json.dumps({"matmul_2048_gflops": {k: round(v, 1) for k, v in rates.items()}, "threads": args.threads,
+                      "cpus": os.cpu_count()}), flush=True)
+    cases = read_examples(args.data)
+    print(f"{len(cases)} cases, {sum(len(c['tool_output'].split(chr(10))) for c in cases)} lines", flush=True)
+
+    rows = []
+    base = EncoderPruner(args.model, dtype="bfloat16", threads=args.threads)
+    rows.append(run_variant("bf16 (default)", base, cases, rates))
+    base.dtype = "float32"
+    rows.append(run_variant("fp32", base, cases, rates))
+    base.dtype = "bfloat16"
+    capped = base.settings.window
+    base.settings.window = dataclasses.replace(capped, max_tokens_per_line=128)
+    rows.append(run_variant("no line cap (128 tokens/line)", base, cases, rates))
+    base.settings.window = capped
+    base.tokens_per_batch = 1  # every window its own forward pass
+    rows.append(run_variant("no window batching", base, cases, rates))
+    base.tokens_per_batch = 8192
+    if args.model3:
+        rows.append(run_variant("3 layers (keep_layers: 3)", EncoderPruner(args.model3, dtype="bfloat16",
+                                                                            threads=args.threads), cases, rates))
+    print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps({"matmul_gflops": rates, "rows": rows}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,91 @@
+"""The encoder everywhere the other pruners are: Ray Serve CPU replicas (real HTTP on loopback) and
+the re-prune job (``jobs/reprune.py --backend encoder --model DIR``) on a real local Ray.
+
+A tiny random-weight encoder stands in for MiniLM; its threshold is set to the median score of a
+probe output so that it keeps some lines and drops others (a real pruning decision to check).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import socket
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+REPO = Path(__file__).resolve().parents[2]
+LOG = "\n".join([f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(1, 40)]
+                + ["E   KeyError: 'widget' missing in registry", "FAILED tests/test_mod_7.py::test_case_7"])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    from squeez_ray.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.encoder.scoring import score_lines
+    from squeez_ray.testing.tiny_encoder import build_tiny_encoder
+
+    tmp = tmp_path_factory.mktemp("encoder-serve")
+    model, tokenizer, _ = load_scorer(build_tiny_encoder(tmp / "base"))
+    settings = EncoderSettings(bridge_gap=0, base_model="tiny")
+    scores = score_lines(model, tokenizer, settings.window, [("which test failed", LOG)], dtype="float32")[0]
+    settings.threshold = float(np.median(scores))
+    save_scorer(model, tokenizer, settings, tmp / "ckpt")
+    return tmp / "ckpt"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
+    import yaml
+    from ray import serve
+
+    from squeez_ray.backends import build_pruner
+    from squeez_ray.serve.app import build_app
+
+    # The checked-in config, pointed at the tiny checkpoint and shrunk to the test cluster.
+    args = yaml.safe_load((REPO / "serve_configs" / "encoder_cpu.yaml").read_text())["applications"][0]["args"]
+    args["model"] = str(checkpoint)
+    args["pruner"]["dtype"] = "float32"
+    args["ingress_deployment"]["ray_actor_options"]["num_cpus"] = 0.5
+    port = _free_port()
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    try:
+        serve.run(build_app(args), name="encoder", route_prefix="/encoder")
+        url = f"http://127.0.0.1:{port}/encoder"
+        health = requests.get(f"{url}/healthz", timeout=60).json()
+        assert health["backend"] == "encoder"
+        answer = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG},
+                               timeout=120).json()
+        source = LOG.split("\n")
+        assert answer["pruned"] is True and 0 < answer["kept_lines"] < len(source)
+        assert answer["text"] == "\n".join(source[n - 1] for s, e in answer["spans"] for n in range(s, e + 1))
+        local = build_pruner("encoder", model=str(checkpoint), dtype="float32").prune("which test failed", LOG)
+        assert answer["spans"] == local.spans  # the service adds nothing to the encoder's decision
+        batch = requests.post(f"{url}/v1/prune/batch", timeout=120, json={
+            "items": [{"query": "which test failed", "tool_output": LOG}, {"query": "x", "tool_output": "a\nb"}]})
+        assert [r["total_lines"] for r in batch.json()["results"]] == [len(source), 2]
+    finally:
+        serve.delete("encoder")
+
+
+def test_reprune_job_with_the_encoder_backend(ray_local, checkpoint, trajectories_dir, tmp_path):
+    spec = importlib.util.spec_from_file_location("reprune_job", REPO / "jobs" / "reprune.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    out = tmp_path / "out"
+    code = job.main(["--input", str(trajectories_dir), "--output", str(out), "--backend", "encoder",
+                     "--model", str(checkpoint), "--workers", "1", "--files-per-batch", "7",
+                     "--cpus-per-worker", "0.5"])
+    assert code == 0
+    manifest = json.loads((out / "manifest.json").read_text())
+    total = manifest["counts"]
+    assert manifest["config"]["backend"] == "encoder"
+    assert total["failed"] == 0 and total["pruned"] > 0 and total["lines_after"] < total["lines_before"]
+    assert total["pruned"] + total["passed_through"] == total["observations"]
