@@ -78,6 +78,7 @@ class DataSection:
     max_examples: int | None = None  # debug knob: first N rows after filtering
     tokenize_num_cpus: float = 0.5  # per Ray Data tokenizer actor; fractional so it fits beside the workers
     tokenize_batch_size: int = 32
+    tokenize_actors: int = 1  # parallel tokenizer actors (raise on large sets / many CPUs)
 
     def validate(self) -> list[str]:
         problems = []
@@ -89,6 +90,8 @@ class DataSection:
             problems.append(f"repeat: {self.repeat} must be >= 1")
         if self.max_examples is not None and self.max_examples < 1:
             problems.append(f"max_examples: {self.max_examples} must be >= 1 or null")
+        if self.tokenize_actors < 1:
+            problems.append(f"tokenize_actors: {self.tokenize_actors} must be >= 1")
         if self.tokenize_num_cpus <= 0:
             problems.append(f"tokenize_num_cpus: {self.tokenize_num_cpus} must be > 0")
         return problems

@@ -229,7 +229,7 @@ def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data
     tokenized = ray.data.from_items(items).map_batches(
         TokenizeBatch, fn_constructor_kwargs=dict(tokenizer_dir=tokenizer_dir, max_seq_length=data_cfg.max_seq_length,
                                                   overlong=data_cfg.overlong, system_prompt=system_prompt),
-        batch_size=data_cfg.tokenize_batch_size, concurrency=1, num_cpus=data_cfg.tokenize_num_cpus,
+        batch_size=data_cfg.tokenize_batch_size, concurrency=data_cfg.tokenize_actors, num_cpus=data_cfg.tokenize_num_cpus,
     ).materialize()
     stats = tokenized.select_columns(["status", "n_tokens"]).to_pandas()
     kept = stats[stats.status != "dropped"]

