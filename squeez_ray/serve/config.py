@@ -30,10 +30,13 @@ class Limits:
     # (pruned=false, reason "timeout ..."): DESIGN.md's fail-open, what an agent loop wants.
     request_timeout_s: float = 30.0
     retry_after_s: int = 1  # Retry-After on 503 (queues full)
+    # Model calls (one per chunk) one request keeps in flight; keep it below the model replicas'
+    # max_ongoing_requests + max_queued_requests, or one large batch alone would be refused.
+    max_calls_per_request: int = 8
 
     def validate(self) -> list[str]:
         problems = []
-        for name in ("max_request_bytes", "max_batch_items", "retry_after_s"):
+        for name in ("max_request_bytes", "max_batch_items", "retry_after_s", "max_calls_per_request"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: {getattr(self, name)!r} must be >= 1")
         if self.request_timeout_s <= 0:

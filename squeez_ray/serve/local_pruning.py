@@ -20,6 +20,7 @@ class LocalPruning:
 
     async def prune(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
         # A worker thread keeps the event loop free for other requests while a CPU-bound pruner runs.
+        # On the API's timeout the thread is not stopped (Python cannot); its late result is dropped.
         # fail_open=False: errors reach the API's one fail-open boundary, which logs and answers them.
         return await asyncio.to_thread(self._pruner.prune_batch, list(requests), render_options=render_options,
                                        fail_open=False)

@@ -30,6 +30,7 @@ class ModelPruning:
         self._pruner = GenerativePruner.for_prompting(model_dir, options)
         self._pruner.name = config.model_id
         self._min_lines = options.min_lines
+        self._max_calls = config.limits.max_calls_per_request
         self._client = ModelClient(llm_server, config.model_id)
         self.name = config.model_id
 
@@ -44,11 +45,33 @@ class ModelPruning:
         if todo:
             # Tokenising and mapping are CPU work: off the event loop, so other requests keep flowing.
             prepared = await asyncio.to_thread(self._pruner.prepare, [requests[i] for i in todo])
-            generations = await asyncio.gather(*(self._generate(job) for job in prepared.jobs))
+            generations = await self._generate_all(prepared.jobs)
             done = await asyncio.to_thread(self._pruner.assemble, prepared, generations, render_options)
             for i, result in zip(todo, done):
                 results[i] = result
         return results  # type: ignore[return-value]
+
+    async def _generate_all(self, jobs: Sequence[Any]) -> list[Any]:
+        """One model call per chunk job, at most ``max_calls_per_request`` in flight.
+
+        The cap keeps one big batch from filling the model replicas' queue on its own (it would
+        then get 503s however idle the service is); overload across requests still reaches the
+        queue and becomes 503. On the first failure the request's other calls are cancelled, so a
+        rejected or timed-out request stops using the engine.
+        """
+        slots = asyncio.Semaphore(self._max_calls)
+
+        async def one(job: Any) -> Any:
+            async with slots:
+                return await self._generate(job)
+
+        tasks = [asyncio.ensure_future(one(job)) for job in jobs]
+        try:
+            return await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
 
     async def _generate(self, job: Any) -> Any:
         if job.prompt is None:

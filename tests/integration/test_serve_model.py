@@ -65,8 +65,12 @@ def model_args(model_dir: Path) -> dict:
                              "ray_actor_options": {"num_cpus": 0,
                                                    "runtime_env": {"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "1"}}}},
         "ingress_deployment": {"ray_actor_options": {"num_cpus": 0}},
-        "pruner": {"max_new_tokens": 24},  # random weights never stop early: bound each reply
-        "limits": {"request_timeout_s": 120, "retry_after_s": 2},
+        # Random weights never stop early: bound each reply. Above 32 + a line's tokens, or the inference
+        # code blanks every line (a shown line must fit in one answer).
+        "pruner": {"max_new_tokens": 64},
+        # Two model calls in flight per request: a chunked batch waits for its own slots instead of
+        # overflowing the 2 + 2 model queue by itself.
+        "limits": {"request_timeout_s": 120, "retry_after_s": 2, "max_calls_per_request": 2},
     }
 
 
