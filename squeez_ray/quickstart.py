@@ -1,0 +1,250 @@
+"""The whole pipeline on one embedded local Ray: sample data -> LoRA training -> merge -> Serve ->
+prune a real tool output (HTTP and the ``squeez`` command) -> bulk evaluation against the baselines.
+
+Each step calls the same library code as its job (``jobs/sample_data.py``, ``jobs/train.py``,
+``jobs/merge.py``, ``serve run``, ``jobs/evaluate.py --ray``); this module only chains them, so what
+the quickstart shows is what the cluster runs. The CPU config trains a tiny random-weight model: it
+shows the machinery working end to end, not pruning quality.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+TINY_NOTICE = ("NOTE: this run trains a tiny random-weight model on a small sample so it fits a laptop: "
+               "it shows the machinery end to end, not pruning quality (see README, 'Results').")
+
+
+@dataclass
+class QuickstartConfig:
+    out_dir: str = "runs/quickstart"
+    data_dir: str | None = None  # an existing {train,dev,test}.parquet folder; None: build the local sample
+    sample_overrides: list[str] = field(default_factory=list)  # key=value for jobs/sample_data.py
+    train_config: str = "jobs/configs/tiny_cpu.yaml"
+    train_overrides: list[str] = field(default_factory=list)
+    serve_config: str = "serve_configs/pruner_cpu.yaml"
+    port: int = 8000
+    eval_split: str = "test"
+    eval_limit: int = 30  # examples per system; the tiny model on CPU is the slow one
+    baselines: list[str] = field(default_factory=lambda: ["bm25", "first", "last", "random"])
+    tiny_model: bool = True  # print the "machinery, not quality" notice
+
+    def validate(self) -> list[str]:
+        problems = []
+        for name in ("train_config", "serve_config"):
+            if not (REPO_ROOT / getattr(self, name)).exists() and not Path(getattr(self, name)).exists():
+                problems.append(f"{name}: {getattr(self, name)} does not exist")
+        if not 0 < self.port < 65536:
+            problems.append(f"port: {self.port} is not a TCP port")
+        return problems
+
+
+class QuickstartError(RuntimeError):
+    pass
+
+
+def _step(number: int, total: int, title: str) -> float:
+    print(f"\n=== [{number}/{total}] {title}", flush=True)
+    return time.perf_counter()
+
+
+def _done(started: float, what: str) -> float:
+    seconds = time.perf_counter() - started
+    print(f"    done in {seconds:.0f}s: {what}", flush=True)
+    return seconds
+
+
+def _check(code: int, step: str) -> None:
+    if code != 0:
+        raise QuickstartError(f"step '{step}' failed (exit {code}); its error is printed above")
+
+
+def _http_json(url: str, body: dict[str, Any] | None = None, timeout: float = 120.0) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=timeout) as response:
+        return json.loads(response.read())
+
+
+def _wait_healthy(url: str, timeout_s: float = 600.0) -> None:
+    deadline = time.time() + timeout_s
+    last_error: Exception | None = None
+    while time.time() < deadline:
+        try:
+            _http_json(f"{url}/healthz", timeout=5)
+            return
+        except Exception as error:  # not up yet: keep polling until the deadline
+            last_error = error
+            time.sleep(2)
+    raise QuickstartError(f"the Serve endpoint {url} did not become healthy in {timeout_s:.0f}s: {last_error}")
+
+
+def demo_tool_output(workdir: Path) -> tuple[str, str]:
+    """A real test run to prune: pytest over a small module with one failing test."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "test_inventory.py").write_text(textwrap.dedent('''
+        import pytest
+
+        STOCK = {"apple": 3, "pear": 0, "plum": 7}
+
+        def reserve(item, count):
+            if STOCK.get(item, 0) < count:
+                raise ValueError(f"not enough {item}: have {STOCK.get(item, 0)}, need {count}")
+            STOCK[item] -= count
+            return STOCK[item]
+
+        @pytest.mark.parametrize("item", ["apple", "plum"])
+        def test_reserve_one(item):
+            assert reserve(item, 1) >= 0
+
+        def test_reserve_pear():
+            assert reserve("pear", 1) == 0
+
+        def test_unknown_item_rejected():
+            with pytest.raises(ValueError):
+                reserve("kiwi", 1)
+    '''))
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "test_inventory.py"],
+                         cwd=workdir, capture_output=True, text=True, timeout=120)
+    return run.stdout + run.stderr, "which test failed and why"
+
+
+def _serve_app(config: QuickstartConfig, merged_dir: str):
+    """Start the Serve app of ``config.serve_config`` with the merged checkpoint, on loopback."""
+    import yaml
+    from ray import serve
+
+    from squeez_ray.serve.app import build_app
+
+    path = Path(config.serve_config)
+    spec = yaml.safe_load((path if path.exists() else REPO_ROOT / path).read_text())
+    application = spec["applications"][0]
+    args = dict(application.get("args") or {})
+    args["model"] = merged_dir
+    os.environ.pop("SQUEEZ_SERVE_MODEL", None)  # it would win over args.model
+    http = dict(spec.get("http_options") or {})
+    http["port"] = config.port
+    http.setdefault("host", "127.0.0.1")
+    serve.start(http_options=http)
+    serve.run(build_app(args), name=application.get("name", "squeez"),
+              route_prefix=application.get("route_prefix", "/"), blocking=False)
+    return f"http://{http['host']}:{config.port}", args.get("model_id", "squeez-pruner")
+
+
+def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
+    import ray
+
+    from squeez_ray.io_utils import write_json_atomic
+
+    out = Path(config.out_dir).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    total = 7
+    started_all = time.perf_counter()
+    if config.tiny_model:
+        print(TINY_NOTICE)
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, loopback-only cluster
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    if not ray.is_initialized():
+        # RAY_ADDRESS under `ray job submit`; otherwise a private embedded Ray, never a neighbour's cluster.
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=False,
+                 runtime_env={"env_vars": {k: v for k, v in os.environ.items()
+                                           if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH", "TOKENIZERS"))}})
+
+    from squeez_ray.config import load_config
+
+    # 1. data: the same builder as jobs/sample_data.py
+    t = _step(1, total, "build the sample dataset from local sources (real tool runs, rule teacher)")
+    if config.data_dir is None:
+        from squeez_ray.dataset.sample import SampleConfig, build_sample
+
+        data_dir = str(out / "data")
+        manifest = build_sample(load_config(SampleConfig, None, [*config.sample_overrides, f"output_dir={data_dir}"]))
+        counts = manifest["counts"]
+        what = f"{data_dir}: train {counts['train']}, dev {counts['dev']}, test {counts['test']} examples"
+    else:
+        data_dir, what = config.data_dir, f"using {config.data_dir}"
+    timings["data"] = _done(t, what)
+
+    # 2. training: the same run as jobs/train.py
+    t = _step(2, total, f"LoRA fine-tune on Ray Train ({config.train_config})")
+    from squeez_ray.train.config import TrainConfig
+    from squeez_ray.train.run import run_training
+
+    train_config = load_config(TrainConfig, REPO_ROOT / config.train_config
+                               if not Path(config.train_config).exists() else config.train_config,
+                               [f"data.train_path={data_dir}", "data.train_split=train", "data.eval_split=dev",
+                                f"run.storage_path={out / 'train'}", *config.train_overrides])
+    outcome = run_training(train_config, config_path=config.train_config)
+    if not outcome.checkpoint:
+        raise QuickstartError(f"training wrote no checkpoint under {outcome.run_dir}")
+    timings["train"] = _done(t, f"checkpoint {outcome.checkpoint}; final metrics "
+                                f"{ {k: v for k, v in outcome.metrics.items() if k in ('loss', 'train_loss', 'step')} }")
+
+    # 3. merge: the same code as jobs/merge.py (Serve loading it below is the vLLM check)
+    t = _step(3, total, "merge the adapter into the base model")
+    from squeez_ray.train.merge import merge_adapter
+
+    merged = out / "merged"
+    merge_adapter(outcome.checkpoint, merged, overwrite=True)
+    timings["merge"] = _done(t, str(merged))
+
+    # 4. serve: the app of serve_configs/*.yaml with the merged checkpoint
+    t = _step(4, total, f"deploy on Ray Serve with vLLM ({config.serve_config})")
+    url, model_id = _serve_app(config, str(merged))
+    _wait_healthy(url)
+    timings["serve"] = _done(t, f"{url} (POST /v1/prune, /v1/prune/batch, /v1/chat/completions; docs at {url}/docs)")
+
+    # 5. prune one real tool output through the endpoint and through the squeez command
+    t = _step(5, total, "prune a real pytest run: HTTP endpoint and `squeez`")
+    tool_output, query = demo_tool_output(out / "demo")
+    answer = _http_json(f"{url}/v1/prune", {"query": query, "tool_output": tool_output})
+    print(f"    POST /v1/prune: kept {answer['kept_lines']}/{answer['total_lines']} lines, pruned={answer['pruned']}"
+          f"{', reason: ' + answer['reason'] if answer.get('reason') else ''}, {answer['latency_ms']:.0f} ms")
+    squeez = [sys.executable, "-m", "squeez_ray.cli", query, "--backend", "server", "--server-url", url,
+              "--min-lines", "0", "--stats"]
+    print(f"    $ pytest ... | squeez {query!r} --backend server --server-url {url}")
+    piped = subprocess.run(squeez, input=tool_output, capture_output=True, text=True, timeout=300)
+    _check(piped.returncode, "squeez")
+    print(textwrap.indent(piped.stdout.rstrip() or "(no lines kept)", "    | "))
+    print(textwrap.indent(piped.stderr.rstrip(), "    stderr: "))
+    timings["prune"] = _done(t, "both answers hold only lines of the pytest output")
+
+    # 6. bulk evaluation of the served model and the baselines in one run (jobs/evaluate.py --ray)
+    t = _step(6, total, f"bulk evaluation on Ray Data: served model + {', '.join(config.baselines)}")
+    from squeez_ray.evaluate.bulk import main as evaluate_main
+
+    eval_dir = out / "eval"
+    argv = ["--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
+            "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
+            "--server-url", url, "--limit", str(config.eval_limit), "--no-resume"]
+    _check(evaluate_main(argv, prog="quickstart evaluate"), "evaluate")
+    timings["evaluate"] = _done(t, str(eval_dir))
+
+    # 7. summary
+    _step(7, total, "summary")
+    from ray import serve
+
+    serve.shutdown()
+    timings["total"] = time.perf_counter() - started_all
+    summary = {"data": data_dir, "checkpoint": outcome.checkpoint, "merged": str(merged), "endpoint": url,
+               "report": str(eval_dir / "report.md"), "metrics": str(eval_dir / "metrics.json"),
+               "plot": str(eval_dir / "recall_vs_compression.png"), "seconds": {k: round(v, 1) for k, v in timings.items()}}
+    write_json_atomic(out / "summary.json", summary)
+    print(f"    report: {summary['report']}\n    plot:   {summary['plot']}\n    all paths: {out / 'summary.json'}")
+    print(f"    total {timings['total']:.0f}s")
+    if config.tiny_model:
+        print(TINY_NOTICE)
+    return summary
