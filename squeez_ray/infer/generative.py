@@ -262,7 +262,7 @@ class GenerativePruner(Pruner):
         for job, generation in zip(prepared.jobs, generations):
             parsed = parse_target(generation.text)
             mapping = map_lines_to_spans(parsed.lines, job.lines, threshold=self.options.fuzzy_threshold,
-                                         first_line=job.first_line)
+                                         first_line=job.first_line, partial_last=not parsed.complete)
             kept[job.request_index].update(mapping.line_numbers)
             s = stats[job.request_index]
             s["input_tokens"] += generation.input_tokens

@@ -6,7 +6,8 @@ A generative pruner's text is never returned. Each generated line is matched to 
    occurrence after the previous match so repeated lines such as ``}`` resolve by order;
 2. otherwise the best rapidfuzz ``ratio`` at or above ``threshold``, searched first between the
    neighbouring matches (monotonic order) and only then over the whole output;
-3. otherwise the line is dropped and counted in ``unmatched``.
+3. for a reply cut at the token limit, its last line may be the start of a source line (prefix);
+4. otherwise the line is dropped and counted in ``unmatched``.
 
 Blank generated lines keep a blank source line only where it directly follows the previous match
 (the model copying a block that contains an empty line); elsewhere they are ignored, not counted.
@@ -37,12 +38,14 @@ def _key(line: str) -> str:
 
 
 def map_lines_to_spans(generated: Sequence[str], source: str | Sequence[str], *, threshold: float = DEFAULT_THRESHOLD,
-                       first_line: int = 1) -> LineMapping:
+                       first_line: int = 1, partial_last: bool = False) -> LineMapping:
     """Map ``generated`` lines onto ``source`` (text or its lines); numbers start at ``first_line``.
 
     ``first_line`` lets a chunk of a longer output be mapped in place: the chunk's lines are the
     source here, and the numbers come back in the full output's numbering. ``threshold`` is a
-    rapidfuzz score 0-100; above 100 turns the fuzzy pass off.
+    rapidfuzz score 0-100; above 100 turns the fuzzy pass off. ``partial_last``: the reply was cut
+    at the token limit, so its last line may be the start of a source line; it then maps to the
+    next source line (after the previous match) that begins with it, if it has 8+ characters.
     """
     lines = split_lines(source) if isinstance(source, str) else list(source)
     keys = [_key(line) for line in lines]
@@ -71,6 +74,9 @@ def map_lines_to_spans(generated: Sequence[str], source: str | Sequence[str], *,
     fuzzy = 0
     if pending and threshold <= 100:
         fuzzy = _fuzzy_pass(generated, keys, matched, pending, threshold)
+    last = len(generated) - 1
+    if partial_last and pending and pending[-1] == last and matched[last] is None:
+        matched[last] = _prefix_match(_key(generated[last]), keys, matched)
     kept = sorted({index + first_line for index in matched if index is not None})
     unmatched = sum(1 for i in pending if matched[i] is None)
     return LineMapping(line_numbers=kept, unmatched=unmatched, fuzzy=fuzzy, spans=spans_from_line_numbers(kept))
@@ -98,3 +104,14 @@ def _fuzzy_pass(generated: Sequence[str], keys: list[str], matched: list[int | N
             matched[i] = best[2]
             found += 1
     return found
+
+
+def _prefix_match(query: str, keys: list[str], matched: list[int | None]) -> int | None:
+    if len(query) < 8:
+        return None
+    previous = max((m for m in matched if m is not None), default=-1)
+    for start in (previous + 1, 0):  # after the previous match first, then anywhere
+        for index in range(start, len(keys)):
+            if keys[index].startswith(query):
+                return index
+    return None

@@ -75,3 +75,11 @@ def test_first_line_offsets_a_chunk():
 def test_empty_reply_keeps_nothing():
     m = map_lines_to_spans([], SOURCE)
     assert m.line_numbers == [] and m.spans == [] and m.unmatched == 0
+
+
+def test_cut_reply_last_line_maps_by_prefix_only_when_marked_partial():
+    cut = ["    if x:", 'raise ValueError("bad val']
+    assert map_lines_to_spans(cut, SOURCE).line_numbers == [2]
+    m = map_lines_to_spans(cut, SOURCE, partial_last=True)
+    assert m.line_numbers == [2, 9] and m.unmatched == 0
+    assert map_lines_to_spans(["if x:", "raise"], SOURCE, partial_last=True).unmatched == 1  # too short to trust
