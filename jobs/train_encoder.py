@@ -2,10 +2,10 @@
 
     python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml train_data=DIR/train.parquet dev_data=DIR/dev.parquet
     ray job submit --working-dir . -- python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml ...
-    python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml --recalibrate runs/encoder/minilm target_recall=0.5
+    python jobs/train_encoder.py --config jobs/configs/encoder_minilm.yaml --recalibrate runs/encoder/minilm target_kept_share=0.1
 
 --recalibrate DIR re-scores the config's dev_data with a trained checkpoint and moves its stored
-threshold to target_recall (no training). train_data accepts anything squeez_ray.schema.read_examples
+threshold to target_recall, or to target_kept_share when set (no training). train_data accepts anything squeez_ray.schema.read_examples
 reads: the project's Parquet/JSONL, released Squeez data (prompt/response JSONL), a datasets folder.
 """
 
@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.recalibrate:
         try:
-            calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall)
+            calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share)
         except (FileNotFoundError, ValueError) as error:
             print(f"train_encoder: {error}", file=sys.stderr)
             return 2

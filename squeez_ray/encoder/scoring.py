@@ -92,6 +92,24 @@ def calibrate_threshold(scores: Sequence[np.ndarray], labels: Sequence[np.ndarra
             "positive_lines": int(positives.size), "lines": int(flat_scores.size)}
 
 
+def threshold_for_kept_share(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray],
+                             kept_share: float) -> dict[str, float]:
+    """The threshold keeping about ``kept_share`` of all lines (a compression target), with the
+    recall and precision it gives on these examples; the alternative to a recall target when the
+    deployment's constraint is how much the agent reads."""
+    if not 0 < kept_share <= 1:
+        raise ValueError(f"kept_share must be in (0, 1], got {kept_share}")
+    flat_scores = np.concatenate([np.asarray(s, dtype=np.float64) for s in scores])
+    flat_labels = np.concatenate([np.asarray(y, dtype=bool) for y in labels])
+    ranked = np.sort(flat_scores)[::-1]
+    threshold = float(ranked[max(int(kept_share * ranked.size), 1) - 1])
+    kept = flat_scores >= threshold
+    tp = int((kept & flat_labels).sum())
+    return {"threshold": threshold, "target_kept_share": kept_share, "recall": tp / max(int(flat_labels.sum()), 1),
+            "precision": tp / max(int(kept.sum()), 1), "kept_share": float(kept.mean()),
+            "positive_lines": int(flat_labels.sum()), "lines": int(flat_scores.size)}
+
+
 CURVE_RECALLS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 

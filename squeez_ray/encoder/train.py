@@ -42,6 +42,9 @@ class EncoderTrainConfig:
     max_pos_weight: float = 20.0  # cap on neg/pos line ratio used as the positive class weight
     window: WindowSpec = field(default_factory=lambda: WindowSpec(max_length=256))
     target_recall: float = 0.8
+    # When set, the threshold keeps this share of dev lines instead (a compression target, e.g. 0.1
+    # for ~0.90 compression); the recall target's point stays in the stored curve.
+    target_kept_share: float | None = None
     bridge_gap: int = 2
     # bfloat16: autocast matmuls (weights and optimiser stay fp32); ~2x faster on CPUs with bf16
     # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale; float32 turns it off.
@@ -61,6 +64,8 @@ class EncoderTrainConfig:
             problems.append(f"num_workers: {self.num_workers} must be >= 1")
         if not 0 < self.target_recall <= 1:
             problems.append(f"target_recall: {self.target_recall} must be in (0, 1]")
+        if self.target_kept_share is not None and not 0 < self.target_kept_share <= 1:
+            problems.append(f"target_kept_share: {self.target_kept_share} must be in (0, 1] or null")
         if self.train_dtype not in ("bfloat16", "float32"):
             problems.append(f"train_dtype: {self.train_dtype!r} must be bfloat16 or float32")
         if self.keep_layers is not None and self.keep_layers < 1:
@@ -222,7 +227,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(state["model"])
     model.eval()
-    calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall)
+    calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall, cfg.target_kept_share)
     settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
                                base_model=str(base), calibration=calibration,
                                training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
@@ -250,17 +255,21 @@ def _mkdir(path: Path) -> Path:
 
 
 def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
-                     target_recall: float) -> dict[str, Any]:
-    """Score the dev split once: the threshold for ``target_recall`` plus the whole dev curve."""
+                     target_recall: float, target_kept_share: float | None = None) -> dict[str, Any]:
+    """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
+    set) plus the whole dev curve."""
     from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.scoring import calibrate_threshold, calibration_curve, score_lines
+    from squeez_ray.encoder.scoring import calibrate_threshold, calibration_curve, score_lines, threshold_for_kept_share
 
     scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
     labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
-    return {**calibrate_threshold(scores, labels, target_recall), "curve": calibration_curve(scores, labels)}
+    point = (threshold_for_kept_share(scores, labels, target_kept_share) if target_kept_share
+             else calibrate_threshold(scores, labels, target_recall))
+    return {**point, "curve": calibration_curve(scores, labels)}
 
 
-def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float) -> dict[str, Any]:
+def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
+                target_kept_share: float | None = None) -> dict[str, Any]:
     """Move a trained checkpoint's threshold to another dev recall target (no retraining).
 
     Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
@@ -273,13 +282,15 @@ def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float) -> d
     model, tokenizer, settings = load_scorer(model_dir)
     if not (model_dir / ENCODER_CONFIG).exists():
         raise ValueError(f"{model_dir} is a bare encoder, not a trained squeez encoder checkpoint")
-    calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall)
+    calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall,
+                                   target_kept_share)
     previous = settings.threshold
     settings.threshold, settings.calibration = calibration["threshold"], calibration
     write_json_atomic(model_dir / ENCODER_CONFIG, settings.to_json())
     manifest_path = model_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest.setdefault("recalibrations", []).append({"dev_data": dev_data, "target_recall": target_recall,
+                                                      "target_kept_share": target_kept_share,
                                                       "previous_threshold": previous, "calibration": calibration})
     manifest["calibration"] = calibration
     write_json_atomic(manifest_path, manifest)

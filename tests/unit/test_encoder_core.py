@@ -82,3 +82,16 @@ def test_calibration_curve_trades_recall_for_kept_lines():
     assert all(p["recall"] >= p["target_recall"] for p in curve)
     thresholds, kept = [p["threshold"] for p in curve], [p["kept_share"] for p in curve]
     assert thresholds == sorted(thresholds, reverse=True) and kept == sorted(kept) and kept[0] < kept[-1]
+
+
+def test_threshold_for_kept_share_keeps_that_share():
+    from squeez_ray.encoder.scoring import threshold_for_kept_share
+
+    rng = np.random.default_rng(2)
+    labels = [rng.random(500) < 0.1 for _ in range(8)]
+    scores = [rng.random(500) for _ in labels]
+    point = threshold_for_kept_share(scores, labels, 0.1)
+    flat = np.concatenate(scores)
+    assert (flat >= point["threshold"]).mean() == pytest.approx(0.1, abs=1e-3) == point["kept_share"]
+    with pytest.raises(ValueError, match="kept_share"):
+        threshold_for_kept_share(scores, labels, 0.0)

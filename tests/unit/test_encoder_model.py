@@ -75,3 +75,26 @@ def test_backend_without_model_says_how_to_configure():
 
     with pytest.raises(ValueError, match="--model DIR"):
         build_pruner("encoder")
+
+
+def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tmp_path):
+    import json
+
+    from squeez_ray.encoder.train import recalibrate
+    from squeez_ray.schema import write_examples
+
+    model, tokenizer, _ = load_scorer(tiny_encoder)
+    save_scorer(model, tokenizer, EncoderSettings(threshold=0.0, base_model="tiny"), tmp_path / "ckpt")
+    lines = OUTPUT.split("\n")
+    rows = [{"instance_id": f"d{i}", "source": "synthetic", "tool_type": "read_file", "query": "where is Beta",
+             "tool_output": OUTPUT, "gold_spans": [{"start_line": 4, "end_line": 5}], "is_irrelevant": False}
+            for i in range(4)]
+    write_examples(rows, tmp_path / "dev.jsonl")
+    calibration = recalibrate(tmp_path / "ckpt", str(tmp_path / "dev.jsonl"), 0.8, target_kept_share=0.3)
+    stored = json.loads((tmp_path / "ckpt" / "squeez_encoder.json").read_text())
+    assert stored["threshold"] == calibration["threshold"] > 0.0
+    assert calibration["kept_share"] <= 0.3 + 1 / len(lines) and len(calibration["curve"]) == 7
+    manifest = json.loads((tmp_path / "ckpt" / "manifest.json").read_text())
+    assert manifest["recalibrations"][0]["previous_threshold"] == 0.0
+    with pytest.raises(ValueError, match="bare encoder"):
+        recalibrate(tiny_encoder, str(tmp_path / "dev.jsonl"), 0.8)
