@@ -163,9 +163,9 @@ class TokenizeBatch:
     """Ray Data stage (an actor: the tokenizer loads once): rows -> input_ids, prompt_len, status."""
 
     def __init__(self, tokenizer_dir: str, max_seq_length: int, overlong: str, system_prompt: str):
-        from transformers import AutoTokenizer
+        from squeez_ray.train.model import load_tokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+        self.tokenizer = load_tokenizer(tokenizer_dir)  # the same fallbacks (pad, template) as the workers
         self.end_text = end_of_turn_text(self.tokenizer)
         self.max_seq_length, self.overlong, self.system_prompt = max_seq_length, overlong, system_prompt
 
@@ -229,7 +229,8 @@ def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data
     tokenized = ray.data.from_items(items).map_batches(
         TokenizeBatch, fn_constructor_kwargs=dict(tokenizer_dir=tokenizer_dir, max_seq_length=data_cfg.max_seq_length,
                                                   overlong=data_cfg.overlong, system_prompt=system_prompt),
-        batch_size=data_cfg.tokenize_batch_size, concurrency=data_cfg.tokenize_actors, num_cpus=data_cfg.tokenize_num_cpus,
+        batch_size=data_cfg.tokenize_batch_size, num_cpus=data_cfg.tokenize_num_cpus,
+        compute=ray.data.ActorPoolStrategy(size=data_cfg.tokenize_actors),
     ).materialize()
     stats = tokenized.select_columns(["status", "n_tokens"]).to_pandas()
     kept = stats[stats.status != "dropped"]
@@ -248,6 +249,8 @@ def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data
                     counts["dropped"], counts["rows"], data_cfg.max_seq_length, data_cfg.overlong)
     if not counts["train_examples"]:
         raise TrainDataError(f"no training example fits max_seq_length={data_cfg.max_seq_length}")
-    dataset = tokenized.filter(lambda row: row["status"] != "dropped").select_columns(
+    from ray.data.expressions import col
+
+    dataset = tokenized.filter(expr=col("status") != "dropped").select_columns(
         ["input_ids", "prompt_len"]).materialize()
     return PreparedData(dataset, counts)

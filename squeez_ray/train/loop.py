@@ -73,7 +73,7 @@ def _trainer_class():
 
 
 def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
-               tokenizer: Any, fail_at_step: int, steps_per_epoch: int):
+               tokenizer: Any, fail_at_step: int, steps_per_epoch: int, resumed: bool):
     import ray.train
     from transformers import TrainerCallback
 
@@ -130,10 +130,14 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
                      time.perf_counter() - started, shared["eval"])
 
     class FailOnce(TrainerCallback):
-        """Debug knob (train.debug_fail_at_step): crash once, to exercise Ray's restart-and-resume path."""
+        """Debug knob (train.debug_fail_at_step): crash once, to exercise Ray's restart-and-resume path.
+
+        Only an attempt that started without a checkpoint fails (get_checkpoint() is read before
+        training: during a run it returns the checkpoints this attempt reported itself).
+        """
 
         def on_step_end(self, args, state, control, **kwargs):
-            if state.global_step == fail_at_step and ray.train.get_checkpoint() is None:
+            if state.global_step == fail_at_step and not resumed:
                 raise RuntimeError(f"debug_fail_at_step={fail_at_step}: injected failure")
 
     callbacks = [ReportToRay()]
@@ -178,13 +182,14 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     dataset = _shard_dataset_class()(ray.train.get_dataset_shard("train"), cfg.train.per_device_batch_size,
                                      loop_config["n_batches"], tokenizer.pad_token_id)
     output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{rank}-")
+    checkpoint = ray.train.get_checkpoint()
     trainer = _trainer_class()(
         model=model, args=training_arguments(cfg, output_dir, world_size=world),
         train_dataset=dataset,
         callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
                              cfg.train.debug_fail_at_step,
-                             steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps)))
-    checkpoint = ray.train.get_checkpoint()
+                             steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps),
+                             resumed=checkpoint is not None))
     if checkpoint is None:
         trainer.train()
         return

@@ -64,6 +64,13 @@ def load_tokenizer(base: str) -> Any:
     tokenizer = AutoTokenizer.from_pretrained(base)
     if tokenizer.pad_token_id is None:  # right padding needs an id; padded positions are masked anyway
         tokenizer.pad_token = tokenizer.eos_token
+    if not tokenizer.chat_template:
+        # A base checkpoint without a template: use ChatML (what Qwen's own templates render); the
+        # merged checkpoint saves it, so serving renders the prompt exactly as training did.
+        from squeez_ray.testing.tiny import CHAT_TEMPLATE
+
+        log.warning("%s has no chat template; using ChatML", base)
+        tokenizer.chat_template = CHAT_TEMPLATE
     return tokenizer
 
 

@@ -21,7 +21,7 @@ from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer, 
 from squeez_ray.train.synthetic import synthetic_rows
 
 REPO = Path(__file__).resolve().parents[2]
-STEPS = 12
+STEPS = 8
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def trained(tiny_qwen35_dir, tmp_path_factory):
     model = apply_lora(load_base_model(base, config.model), config.lora)
     base_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" not in n}
     lora_before = {n: p.detach().clone() for n, p in model.named_parameters() if "lora_" in n}
-    encoded = [encode_example(tokenizer, training_row(r), max_seq_length=1024) for r in synthetic_rows(4)]
+    encoded = [encode_example(tokenizer, training_row(r), max_seq_length=1024) for r in synthetic_rows(2)]
     batch = collate({"input_ids": [np.array(e.input_ids) for e in encoded], "prompt_len": [e.prompt_len for e in encoded]},
                     pad_id=tokenizer.pad_token_id)
     out_dir = tmp_path_factory.mktemp("out")
