@@ -42,7 +42,7 @@ def main() -> None:
 
     from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     with tempfile.TemporaryDirectory() as tmp:
         data = write_jsonl(synthetic_rows(64, seed=3), Path(tmp) / "labelled.jsonl")
         one = run(1, args.steps, data, Path(tmp) / "runs")
