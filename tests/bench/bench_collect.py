@@ -78,7 +78,7 @@ def main() -> None:
                                  instances_per_shard=2, timeout_s=120)
 
         results = {"plain loop (no Ray)": (plain_loop(config("plain", 1)), 1)}
-        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         try:
             from ray.data import DataContext
 
