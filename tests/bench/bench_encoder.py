@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", help="also write the rows as JSON here")
     parser.add_argument("--quick", action="store_true",
-                        help="latency pass for the default variant only; other variants bulk pass only")
+                        help="latency pass for the default variant only; other variants bulk pass only; no unbatched run")
     args = parser.parse_args(argv)
 
     import torch
@@ -132,9 +132,10 @@ def main(argv: list[str] | None = None) -> int:
     base.settings.window = dataclasses.replace(capped, max_tokens_per_line=128)
     rows.append(run_variant("no line cap (128 tokens/line)", base, cases, rates, serial=serial))
     base.settings.window = capped
-    base.tokens_per_batch = 1  # every window its own forward pass
-    rows.append(run_variant("no window batching", base, cases, rates, serial=serial))
-    base.tokens_per_batch = 8192
+    if not args.quick:  # ~10x slower than batched on a 3-case probe; minutes over all cases
+        base.tokens_per_batch = 1  # every window its own forward pass
+        rows.append(run_variant("no window batching", base, cases, rates, serial=serial))
+        base.tokens_per_batch = 8192
     if args.model3:
         rows.append(run_variant("3 layers (keep_layers: 3)", EncoderPruner(args.model3, dtype="bfloat16",
                                                                             threads=args.threads), cases, rates,
