@@ -148,7 +148,9 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
     return callbacks
 
 
-def training_arguments(cfg: Any, output_dir: str, *, world_size: int) -> Any:
+def training_arguments(cfg: Any, output_dir: str, *, world_size: int, deepspeed: dict[str, Any] | None = None) -> Any:
+    """``deepspeed`` is the config's content, read on the driver: workers run in their own folders
+    (and on other nodes), where the relative path in the YAML means nothing."""
     from transformers import TrainingArguments
 
     t = cfg.train
@@ -157,7 +159,7 @@ def training_arguments(cfg: Any, output_dir: str, *, world_size: int) -> Any:
         gradient_accumulation_steps=t.gradient_accumulation_steps, num_train_epochs=t.epochs,
         max_steps=t.max_steps, learning_rate=t.learning_rate, lr_scheduler_type=t.lr_scheduler,
         warmup_steps=t.warmup_ratio, weight_decay=t.weight_decay, max_grad_norm=t.max_grad_norm,
-        bf16=t.bf16, use_cpu=t.use_cpu or not cfg.scaling.use_gpu, seed=t.seed, deepspeed=t.deepspeed,
+        bf16=t.bf16, use_cpu=t.use_cpu or not cfg.scaling.use_gpu, seed=t.seed, deepspeed=deepspeed,
         logging_strategy="steps", logging_steps=t.logging_steps,
         save_strategy="steps" if t.save_steps else "epoch", save_steps=t.save_steps or 500, save_total_limit=1,
         gradient_checkpointing=cfg.model.gradient_checkpointing,
@@ -184,7 +186,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{rank}-")
     checkpoint = ray.train.get_checkpoint()
     trainer = _trainer_class()(
-        model=model, args=training_arguments(cfg, output_dir, world_size=world),
+        model=model, args=training_arguments(cfg, output_dir, world_size=world, deepspeed=loop_config.get("deepspeed")),
         train_dataset=dataset,
         callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
                              cfg.train.debug_fail_at_step,

@@ -8,6 +8,7 @@ bases) and ``manifest.json`` there.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
@@ -112,7 +113,8 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"config": config, "base": base, "n_batches": n_batches, "metadata": metadata,
-                           "eval_rows": _eval_sample(config)},
+                           "eval_rows": _eval_sample(config),
+                           "deepspeed": json.loads(Path(config.train.deepspeed).read_text()) if config.train.deepspeed else None},
         scaling_config=ray.train.ScalingConfig(num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
                                                resources_per_worker=resources,
                                                placement_strategy=config.scaling.placement_strategy),
@@ -143,8 +145,6 @@ def _write_manifest(path: str, manifest: dict[str, Any]) -> None:
     if not _is_uri(path):
         write_json_atomic(path, manifest)
         return
-    import json
-
     import pyarrow.fs
 
     filesystem, inner = pyarrow.fs.FileSystem.from_uri(path)
