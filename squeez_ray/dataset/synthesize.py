@@ -8,6 +8,8 @@ kubectl, terraform, ...) teach the pruner other ecosystems' formats. Rows carry 
 
 from __future__ import annotations
 
+import os
+
 import dataclasses
 import json
 import logging
@@ -154,7 +156,8 @@ def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
     done = {i for f in done_files for i in json.loads(f.read_text())["settled"]}
     rows = plan_rows(families, config, done)
     if not ray.is_initialized():
-        ray.init(address=config.ray_address, log_to_driver=False)
+        # Never join a cluster merely recorded in /tmp/ray (a stale `ray start` captures ray.init()).
+        ray.init(address=config.ray_address or os.environ.get("RAY_ADDRESS") or "local", log_to_driver=False)
     # writing and labelling share one endpoint and budget; only the sampling temperature differs
     writer_teacher = dataclasses.replace(config.teacher, http=dataclasses.replace(
         config.teacher.http, temperature=config.synth_temperature), vllm=dataclasses.replace(

@@ -159,7 +159,7 @@ def _init_ray() -> None:
     if os.environ.get("RAY_ADDRESS", "local") != "local":  # `ray job submit`: join with the job's runtime env
         ray.init()
     else:
-        ray.init(include_dashboard=False, log_to_driver=False,
+        ray.init(address="local", include_dashboard=False, log_to_driver=False,
                  runtime_env={"env_vars": {k: v for k, v in os.environ.items()
                                            if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH"))}})
 

@@ -93,7 +93,8 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
     todo = todo[: config.limit] if config.limit is not None else todo
     log.info("%d observations, %d already settled, %d to label", len(observations), len(settled), len(todo))
     if not ray.is_initialized():
-        ray.init(address=config.ray_address, log_to_driver=False)
+        # Never join a cluster merely recorded in /tmp/ray (a stale `ray start` captures ray.init()).
+        ray.init(address=config.ray_address or os.environ.get("RAY_ADDRESS") or "local", log_to_driver=False)
     engine, budget = _engine(config)
 
     totals: Counter = Counter()

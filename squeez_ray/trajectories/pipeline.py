@@ -146,7 +146,7 @@ def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
         if os.environ.get("RAY_ADDRESS", "local") != "local":  # `ray job submit`: join with the job's runtime env
             ray.init()
         else:  # `python jobs/reprune.py`: an embedded local Ray; workers get the job's SQUEEZ_/VLLM_/HF_ settings
-            ray.init(include_dashboard=False, log_to_driver=False,
+            ray.init(address="local", include_dashboard=False, log_to_driver=False,
                      runtime_env={"env_vars": {k: v for k, v in os.environ.items()
                                                if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH"))}})
     blocks = max(1, -(-len(todo) // config.files_per_batch))

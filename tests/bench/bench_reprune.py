@@ -85,7 +85,7 @@ def main() -> None:
         process_units(discover_units(runs), pruner, settings)
         rows.append(("plain loop (parse+prune+write)", time.perf_counter() - started))
 
-        ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+        ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
         for workers in (1, 2):
             out = root / f"ray{workers}"
             config = RepruneConfig(settings=RepruneSettings(input_dir=str(runs), output_dir=str(out)),

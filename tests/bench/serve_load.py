@@ -117,7 +117,7 @@ def serve_levels(model: str, engine_kwargs: dict, max_new_tokens: int, inputs, l
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "1",
                                        "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}})
     try:
