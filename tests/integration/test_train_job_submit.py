@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,6 +62,11 @@ def ray_head(tmp_path):
         except subprocess.TimeoutExpired:
             os.killpg(head.pid, signal.SIGKILL)
         log.close()
+        # `ray start` recorded this head for later `ray.init()` / `serve run` calls to join; a dead
+        # record makes them hang, so drop it when it is ours.
+        record = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        if record.exists() and record.read_text().strip().endswith(f":{port}"):
+            record.unlink(missing_ok=True)
 
 
 def test_submit_train_job_then_merge_and_load_in_vllm(ray_head, tmp_path):
