@@ -162,6 +162,12 @@ class GenerativePruner(Pruner):
     def __init__(self, engine: Engine, options: Any, *, model_dir: str | Path | None = None):
         self.engine = engine
         self.options = options  # BackendOptions (not imported: backends.py imports this package)
+        limit = options.max_new_tokens
+        if limit and limit < ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS:
+            # Every line shown to the model must fit in one answer; a smaller limit would cut each
+            # line to a token or two, and the model could copy nothing back.
+            raise ValueError(f"max_new_tokens={limit} is too small: need at least "
+                             f"{ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS} tokens for one answer")
         self.system_prompt = resolve_system_prompt(options.system_prompt, model_dir)
 
     _name: str | None = None

@@ -94,10 +94,10 @@ def test_prepare_and_assemble_let_a_caller_drive_its_own_engine():
 
 
 def test_reply_cut_at_the_token_limit_is_noted():
-    pruner = build_pruner("fake", max_new_tokens=6)
-    result = pruner.prune("step", "\n".join(f"step {i}" for i in range(20)))
-    assert result.pruned and result.reason == "1 answer(s) cut at the token limit"
-    assert 1 <= result.kept_lines < 20
+    pruner = build_pruner("fake", max_new_tokens=48)
+    result = pruner.prune("step", "\n".join(f"step {i}" for i in range(400)))
+    assert result.pruned and "answer(s) cut at the token limit" in result.reason
+    assert 1 <= result.kept_lines < 400
 
 
 def test_system_prompt_from_options_then_manifest_then_default(tmp_path):
@@ -142,3 +142,11 @@ def test_reported_model_name_can_be_set():
     assert pruner.name == "fake"
     pruner.name = "served-id"
     assert pruner.prune("AssertionError", PYTEST_LOG).model == "served-id"
+
+
+def test_too_small_answer_limit_is_refused_not_silently_blanked():
+    from squeez_ray.backends import BackendOptions, build_pruner
+
+    with pytest.raises(ValueError, match="max_new_tokens=24 is too small"):
+        build_pruner("fake", BackendOptions(max_new_tokens=24))
+    assert build_pruner("fake", BackendOptions(max_new_tokens=64)) is not None
