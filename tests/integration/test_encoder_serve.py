@@ -55,6 +55,7 @@ def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
     args["pruner"]["dtype"] = "float32"
     args["ingress_deployment"]["ray_actor_options"]["num_cpus"] = 0.5
     port = _free_port()
+    serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
         serve.run(build_app(args), name="encoder", route_prefix="/encoder")
@@ -72,7 +73,9 @@ def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
             "items": [{"query": "which test failed", "tool_output": LOG}, {"query": "x", "tool_output": "a\nb"}]})
         assert [r["total_lines"] for r in batch.json()["results"]] == [len(source), 2]
     finally:
-        serve.delete("encoder")
+        # Shut Serve down, not just the app: its proxy would keep this port, and the next module's
+        # serve.start(port=...) would be ignored.
+        serve.shutdown()
 
 
 def test_reprune_job_with_the_encoder_backend(ray_local, checkpoint, trajectories_dir, tmp_path):

@@ -61,6 +61,7 @@ def base_url(ray_local):
     from squeez_ray.serve.app import build_app
 
     port = free_port()
+    serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     small = {"ray_actor_options": {"num_cpus": 0.1}}
     serve.run(build_app({"backend": "bm25", "ingress_deployment": small,

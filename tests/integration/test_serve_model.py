@@ -81,6 +81,7 @@ def base_url(ray_local, tiny_qwen3_dir):
     from squeez_ray.serve.app import build_app
 
     port = free_port()
+    serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     serve.run(build_app(model_args(tiny_qwen3_dir)), name="squeez", route_prefix="/")
     yield f"http://127.0.0.1:{port}"
