@@ -73,19 +73,10 @@ def collate(batch: dict[str, Any], pad_id: int):
     """A numpy batch of windows -> padded tensors plus a (B, L) label matrix with -1 for padding."""
     import torch
 
-    size = len(batch["input_ids"])
-    width = max(len(x) for x in batch["input_ids"])
-    n_lines = max(len(x) for x in batch["labels"])
-    ids = torch.full((size, width), pad_id, dtype=torch.long)
-    mask = torch.zeros((size, width), dtype=torch.long)
-    types = torch.zeros((size, width), dtype=torch.long)
-    owner = torch.full((size, width), -1, dtype=torch.long)
-    labels = torch.full((size, n_lines), -1.0)
-    for i in range(size):
-        k = len(batch["input_ids"][i])
-        ids[i, :k] = torch.as_tensor(batch["input_ids"][i])
-        mask[i, :k] = 1
-        types[i, :k] = torch.as_tensor(batch["token_type_ids"][i])
-        owner[i, :k] = torch.as_tensor(batch["line_of_token"][i])
-        labels[i, :len(batch["labels"][i])] = torch.as_tensor(batch["labels"][i])
+    from squeez_ray.encoder.windows import pad_windows
+
+    ids, mask, types, owner = pad_windows(batch["input_ids"], batch["token_type_ids"], batch["line_of_token"], pad_id)
+    labels = torch.full((len(batch["labels"]), max(len(x) for x in batch["labels"])), -1.0)
+    for i, window_labels in enumerate(batch["labels"]):
+        labels[i, :len(window_labels)] = torch.as_tensor(window_labels)
     return ids, mask, types, owner, labels

@@ -77,20 +77,26 @@ def build_windows(query_ids: Sequence[int], line_ids: Sequence[Sequence[int]], s
     return windows
 
 
-def window_batch_tensors(windows: Sequence[Window], pad_id: int):
-    """Pad a list of windows into tensors (input_ids, attention_mask, token_type_ids, line_of_token)."""
+def pad_windows(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]],
+                line_of_token: Sequence[Sequence[int]], pad_id: int):
+    """Pad per-window token lists into tensors (input_ids, attention_mask, token_type_ids, line_of_token)."""
     import torch
 
-    width = max(len(w.input_ids) for w in windows)
-    size = (len(windows), width)
-    input_ids = torch.full(size, pad_id, dtype=torch.long)
+    size = (len(input_ids), max(len(ids) for ids in input_ids))
+    ids_out = torch.full(size, pad_id, dtype=torch.long)
     attention = torch.zeros(size, dtype=torch.long)
     types = torch.zeros(size, dtype=torch.long)
     owner = torch.full(size, -1, dtype=torch.long)
-    for i, w in enumerate(windows):
-        k = len(w.input_ids)
-        input_ids[i, :k] = torch.tensor(w.input_ids)
+    for i, (ids, window_types, window_owner) in enumerate(zip(input_ids, token_type_ids, line_of_token)):
+        k = len(ids)
+        ids_out[i, :k] = torch.as_tensor(ids)
         attention[i, :k] = 1
-        types[i, :k] = torch.tensor(w.token_type_ids)
-        owner[i, :k] = torch.tensor(w.line_of_token)
-    return input_ids, attention, types, owner
+        types[i, :k] = torch.as_tensor(window_types)
+        owner[i, :k] = torch.as_tensor(window_owner)
+    return ids_out, attention, types, owner
+
+
+def window_batch_tensors(windows: Sequence[Window], pad_id: int):
+    """Pad a list of windows into tensors (input_ids, attention_mask, token_type_ids, line_of_token)."""
+    return pad_windows([w.input_ids for w in windows], [w.token_type_ids for w in windows],
+                       [w.line_of_token for w in windows], pad_id)
