@@ -48,11 +48,14 @@ def ray_head(tmp_path):
         env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dash}"
     try:
-        deadline = time.time() + 120
-        while subprocess.run([str(BIN / "ray"), "job", "list", "--address", address], env=_env(),
-                             capture_output=True).returncode != 0:
+        # Ready means a job can be submitted, not just that the dashboard answers: the node's job
+        # agent registers a few seconds after the dashboard, and a submit before that fails with
+        # "No available agent to submit job" (seen in CI). A trivial no-wait job probes exactly that.
+        deadline = time.time() + 180
+        while subprocess.run([str(BIN / "ray"), "job", "submit", "--address", address, "--no-wait", "--",
+                              "true"], env=_env(), capture_output=True).returncode != 0:
             assert head.poll() is None, (tmp_path / "head.log").read_text()[-3000:]
-            assert time.time() < deadline, "the Ray head did not come up in 120 s"
+            assert time.time() < deadline, "the Ray head did not accept a job in 180 s"
             time.sleep(2)
         yield address
     finally:
