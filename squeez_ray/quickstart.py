@@ -13,13 +13,14 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import textwrap
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from squeez_ray.ray_init import init_ray
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -144,7 +145,6 @@ def _serve_app(config: QuickstartConfig, merged_dir: str):
 
 
 def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
-    import ray
 
     from squeez_ray.io_utils import write_json_atomic
 
@@ -157,11 +157,7 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
         print(TINY_NOTICE)
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a local, loopback-only cluster
     os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-    if not ray.is_initialized():
-        # RAY_ADDRESS under `ray job submit`; otherwise a private embedded Ray, never a neighbour's cluster.
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {k: v for k, v in os.environ.items()
-                                           if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH", "TOKENIZERS"))}})
+    init_ray()
 
     from squeez_ray.config import load_config
 

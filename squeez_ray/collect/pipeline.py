@@ -17,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.collect.tools import TOOL_TYPES
+from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 SHARD_DIR = "observations"
@@ -237,11 +237,7 @@ def collect(config: CollectConfig) -> dict[str, Any]:
              "FAIL_TO_PASS": json.dumps(i["FAIL_TO_PASS"]), "done_commands": json.dumps(sorted(done.get(i["instance_id"], ())))}
             for i in sorted(instances, key=lambda i: (i["repo"], i["base_commit"], i["instance_id"]))]
     run_id = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + "-" + uuid.uuid4().hex[:6]
-    if not ray.is_initialized():
-        # An explicit address, or the job's cluster under `ray job submit` (RAY_ADDRESS); otherwise an
-        # embedded Ray, never a stray cluster that happens to run on this machine.
-        address = config.ray_address or os.environ.get("RAY_ADDRESS") or "local"
-        ray.init(address=address, log_to_driver=False, **({"include_dashboard": False} if address == "local" else {}))
+    init_ray(config.ray_address)
     summaries: list[dict[str, Any]] = []
     if rows:
         dataset = ray.data.from_items(rows).map_batches(

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.label.pipeline import TeacherConfig
+from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 
@@ -155,9 +156,7 @@ def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
     done_files = sorted((out / "done").glob("part-*.json"))
     done = {i for f in done_files for i in json.loads(f.read_text())["settled"]}
     rows = plan_rows(families, config, done)
-    if not ray.is_initialized():
-        # Never join a cluster merely recorded in /tmp/ray (a stale `ray start` captures ray.init()).
-        ray.init(address=config.ray_address or os.environ.get("RAY_ADDRESS") or "local", log_to_driver=False)
+    init_ray(config.ray_address)
     # writing and labelling share one endpoint and budget; only the sampling temperature differs
     writer_teacher = dataclasses.replace(config.teacher, http=dataclasses.replace(
         config.teacher.http, temperature=config.synth_temperature), vllm=dataclasses.replace(
@@ -206,7 +205,6 @@ class _Job:  # the slice of LabelConfig that label.job._engine reads
 
 
 def _http_writer(teacher: TeacherConfig, budget: Any) -> Any:
-    import os
 
     from squeez_ray.label.engines import http_engine
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.encoder.windows import WindowSpec
+from squeez_ray.ray_init import init_ray
 
 
 @dataclass
@@ -179,8 +180,6 @@ def _label_counts(dataset) -> tuple[int, int, int]:
 
 def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     """Train, calibrate and save; returns the manifest written beside the checkpoint."""
-    import numpy as np
-    import ray
     import torch
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
@@ -193,11 +192,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     started = time.perf_counter()
     base = cfg.base_model or default_base_model()
     train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
-    if not ray.is_initialized():
-        # RAY_ADDRESS under `ray job submit`; otherwise a private local cluster, never a neighbour's.
-        import os
-
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", include_dashboard=False)
+    init_ray(log_to_driver=True)  # workers' step logs are the job's progress
     dataset = _window_dataset(train_rows, cfg, base)
     n_windows, n_positive, n_lines = _label_counts(dataset)
     if n_positive == 0:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import sys
 import time
 import uuid
@@ -40,6 +39,7 @@ from squeez_ray.evaluate.runner import (
 )
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.io_utils import write_text_atomic
+from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 PARTS_DIR = "bulk_parts"  # <out>/bulk_parts/<label>/<cache key>/part-*.jsonl
@@ -104,7 +104,7 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
     fingerprint = examples_fingerprint(examples)
     _, token_note = token_counter(options)
     if not ray.is_initialized():
-        _init_ray()
+        init_ray()
     rows: list[dict[str, Any]] = []
     costs: dict[str, dict[str, Any]] = {}
     for spec in systems:
@@ -151,17 +151,6 @@ def _run_system(spec: SystemSpec, options: BackendOptions, bulk: BulkSettings, p
                                   num_cpus=bulk.cpus_per_worker, num_gpus=gpus or None)
     for _ in dataset.iter_batches(batch_size=None):
         pass
-
-
-def _init_ray() -> None:
-    import ray
-
-    if os.environ.get("RAY_ADDRESS", "local") != "local":  # `ray job submit`: join with the job's runtime env
-        ray.init()
-    else:
-        ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {k: v for k, v in os.environ.items()
-                                           if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH"))}})
 
 
 def main(argv: list[str] | None = None, prog: str = "jobs/evaluate.py --ray") -> int:

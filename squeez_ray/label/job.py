@@ -19,6 +19,7 @@ from typing import Any
 
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 from squeez_ray.label.stages import to_example
+from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 
@@ -92,9 +93,7 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
             if (o["instance_id"], o["command"]) not in settled]
     todo = todo[: config.limit] if config.limit is not None else todo
     log.info("%d observations, %d already settled, %d to label", len(observations), len(settled), len(todo))
-    if not ray.is_initialized():
-        # Never join a cluster merely recorded in /tmp/ray (a stale `ray start` captures ray.init()).
-        ray.init(address=config.ray_address or os.environ.get("RAY_ADDRESS") or "local", log_to_driver=False)
+    init_ray(config.ray_address)
     engine, budget = _engine(config)
 
     totals: Counter = Counter()

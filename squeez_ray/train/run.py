@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import time
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from typing import Any
 from squeez_ray.config import to_dict
 from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.ray_init import init_ray
 from squeez_ray.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
@@ -55,16 +55,6 @@ def check_inputs(config: TrainConfig) -> None:
         raise TrainJobError("cannot start training:\n  - " + "\n  - ".join(problems))
 
 
-def _init_ray() -> None:
-    import ray
-
-    if ray.is_initialized():
-        return
-    # Inside `ray job submit` RAY_ADDRESS points at the cluster. Standalone we start an embedded Ray
-    # ("local") rather than attach to whatever cluster this machine last started (possibly stale).
-    ray.init(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
-
-
 def _eval_sample(config: TrainConfig) -> list[dict[str, Any]] | None:
     from squeez_ray.train.data import load_rows
     from squeez_ray.train.evaluate import eval_row
@@ -87,7 +77,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     from squeez_ray.train.model import resolve_base
 
     check_inputs(config)
-    _init_ray()
+    init_ray(log_to_driver=True)  # workers' training logs are the job's progress
     storage = config.run.storage_path if _is_uri(config.run.storage_path) else str(Path(config.run.storage_path).resolve())
     run_dir = f"{storage.rstrip('/')}/{config.run.name}"
     local_run_dir = None if _is_uri(storage) else Path(run_dir)

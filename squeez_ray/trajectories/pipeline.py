@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -26,6 +25,7 @@ from squeez_ray.backends import BACKENDS, BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.trajectories import report as report_mod
+from squeez_ray.ray_init import init_ray
 from squeez_ray.trajectories.detect import ADAPTERS, discover_units
 from squeez_ray.trajectories.process import (
     STATE_DIR,
@@ -142,13 +142,7 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
 def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
     import ray
 
-    if not ray.is_initialized():
-        if os.environ.get("RAY_ADDRESS", "local") != "local":  # `ray job submit`: join with the job's runtime env
-            ray.init()
-        else:  # `python jobs/reprune.py`: an embedded local Ray; workers get the job's SQUEEZ_/VLLM_/HF_ settings
-            ray.init(address="local", include_dashboard=False, log_to_driver=False,
-                     runtime_env={"env_vars": {k: v for k, v in os.environ.items()
-                                               if k.startswith(("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH"))}})
+    init_ray()
     blocks = max(1, -(-len(todo) // config.files_per_batch))
     dataset = ray.data.from_items([{"unit": u} for u in todo], override_num_blocks=blocks)
     dataset = dataset.map_batches(RepruneWorker, fn_constructor_kwargs={"config": config},

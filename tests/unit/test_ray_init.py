@@ -1,0 +1,48 @@
+"""Which cluster a job joins: its config's address, else RAY_ADDRESS (`ray job submit`), else an
+embedded local Ray that carries the job's settings to its workers."""
+
+from __future__ import annotations
+
+import ray
+
+from squeez_ray.ray_init import init_ray, ray_address
+
+
+def test_address_precedence(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert ray_address() == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "http://10.0.0.1:8265")
+    assert ray_address() == "http://10.0.0.1:8265"
+    assert ray_address("ray://head:10001") == "ray://head:10001"
+
+
+def _capture(monkeypatch, initialized=False):
+    calls = []
+    monkeypatch.setattr(ray, "is_initialized", lambda: initialized)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: calls.append(kwargs))
+    return calls
+
+
+def test_local_ray_forwards_job_settings_and_skips_the_dashboard(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    monkeypatch.setenv("UNRELATED_SECRET", "x")
+    calls = _capture(monkeypatch)
+    init_ray()
+    (kwargs,) = calls
+    assert kwargs["address"] == "local" and kwargs["include_dashboard"] is False
+    env = kwargs["runtime_env"]["env_vars"]
+    assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "UNRELATED_SECRET" not in env
+
+
+def test_submitted_job_joins_its_cluster(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265")
+    calls = _capture(monkeypatch)
+    init_ray(log_to_driver=True)
+    assert calls == [{"address": "http://127.0.0.1:8265", "log_to_driver": True}]
+
+
+def test_no_second_init(monkeypatch):
+    calls = _capture(monkeypatch, initialized=True)
+    init_ray()
+    assert calls == []
