@@ -29,11 +29,11 @@ from typing import Any
 from squeez_ray.backends import BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import (
     SystemSpec,
-    _cache_key,
-    _public_options,
-    _safe,
     examples_fingerprint,
+    public_options,
+    safe_label,
     score_row,
+    system_cache_key,
     token_counter,
     write_evaluation,
 )
@@ -108,8 +108,8 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
     rows: list[dict[str, Any]] = []
     costs: dict[str, dict[str, Any]] = {}
     for spec in systems:
-        key = _cache_key(fingerprint, spec, options, token_note)
-        parts_dir = out / PARTS_DIR / _safe(spec.label) / key[:16]
+        key = system_cache_key(fingerprint, spec, options, token_note)
+        parts_dir = out / PARTS_DIR / safe_label(spec.label) / key[:16]
         done = read_parts(parts_dir) if resume else {}
         if not resume:
             for stale in parts_dir.glob("part-*.jsonl"):
@@ -131,7 +131,7 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
             print(f"{spec.label}: scored {len(todo)} example(s), {len(examples) - len(todo)} resumed, "
                   f"{seconds:.1f} s", flush=True)
     config = {"data": str(data), "split": split, "limit": limit, "resume": resume, "mode": "ray",
-              "systems": [asdict(s) for s in systems], "backend_options": _public_options(options),
+              "systems": [asdict(s) for s in systems], "backend_options": public_options(options),
               "bulk": asdict(bulk)}
     return write_evaluation(out, rows, examples, data=data, token_note=token_note, config=config, argv=argv,
                             extra_manifest={"cost_per_system": costs})

@@ -157,8 +157,8 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     rows: list[dict[str, Any]] = []
     resumed: list[str] = []
     for spec in systems:
-        key = _cache_key(fingerprint, spec, options, token_note)
-        cached = _read_cached(out / "systems" / f"{_safe(spec.label)}.parquet", key) if resume else None
+        key = system_cache_key(fingerprint, spec, options, token_note)
+        cached = _read_cached(out / "systems" / f"{safe_label(spec.label)}.parquet", key) if resume else None
         if cached is not None:
             rows.extend(cached)
             resumed.append(spec.label)
@@ -169,10 +169,10 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
                                          count_tokens=count_tokens)
         finally:
             pruner.close()
-        _write_rows(system_rows, out / "systems" / f"{_safe(spec.label)}.parquet", {"squeez_cache_key": key})
+        _write_rows(system_rows, out / "systems" / f"{safe_label(spec.label)}.parquet", {"squeez_cache_key": key})
         rows.extend(system_rows)
     config = {"data": str(data), "split": split, "limit": limit, "resume": resume,
-              "systems": [asdict(s) for s in systems], "backend_options": _public_options(options)}
+              "systems": [asdict(s) for s in systems], "backend_options": public_options(options)}
     return write_evaluation(out, rows, examples, data=data, token_note=token_note, config=config,
                             argv=argv, extra_manifest={"resumed_systems": resumed})
 
@@ -203,19 +203,23 @@ def write_evaluation(out_dir: str | Path, rows: Sequence[Mapping[str, Any]], exa
     return metrics
 
 
-def _public_options(options: BackendOptions) -> dict[str, Any]:
+def public_options(options: BackendOptions) -> dict[str, Any]:
+    """Backend options as recorded in manifests and cache keys: JSON values, the API key masked."""
     values = json.loads(json.dumps(asdict(options), default=str))
     if values.get("api_key"):
         values["api_key"] = "***"  # manifests are shared; secrets are not
     return values
 
 
-def _cache_key(fingerprint: str, spec: SystemSpec, options: BackendOptions, token_note: str) -> str:
-    payload = json.dumps([fingerprint, spec.backend, _public_options(options), token_note], sort_keys=True)
+def system_cache_key(fingerprint: str, spec: SystemSpec, options: BackendOptions, token_note: str) -> str:
+    """Identity of one system's scored rows: same examples, backend, options and token counter ->
+    same key, so a rerun (in-process or the Ray Data bulk form) reuses them."""
+    payload = json.dumps([fingerprint, spec.backend, public_options(options), token_note], sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-def _safe(label: str) -> str:
+def safe_label(label: str) -> str:
+    """A system label as a file name."""
     return re.sub(r"[^\w.-]+", "_", label) or "system"
 
 
