@@ -25,6 +25,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from squeez_ray.config import ConfigError, load_config
     from squeez_ray.encoder.train import EncoderTrainConfig, recalibrate, train_encoder
+    from squeez_ray.schema import DataError
 
     try:
         config = load_config(EncoderTrainConfig, args.config, args.overrides)
@@ -34,12 +35,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.recalibrate:
         try:
             calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share)
-        except (FileNotFoundError, ValueError) as error:
+        except (DataError, FileNotFoundError, ValueError) as error:
             print(f"train_encoder: {error}", file=sys.stderr)
             return 2
         print(json.dumps({"model": args.recalibrate, "calibration": calibration}, indent=2))
         return 0
-    manifest = train_encoder(config)
+    try:
+        manifest = train_encoder(config)
+    except (DataError, FileNotFoundError, ValueError) as error:  # bad data or paths: say which, no traceback
+        print(f"train_encoder: {error}", file=sys.stderr)
+        return 2
     print(json.dumps({"model": config.output_dir, "calibration": manifest["calibration"],
                       "train_seconds": manifest["train_seconds"]}, indent=2))
     return 0

@@ -1,0 +1,27 @@
+"""jobs/train_encoder.py turns bad inputs into one clear line and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _job():
+    spec = importlib.util.spec_from_file_location("train_encoder_job", REPO / "jobs" / "train_encoder.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_missing_training_data_is_a_clear_error(tmp_path, capsys):
+    code = _job().main(["--config", str(REPO / "jobs/configs/encoder_minilm.yaml"),
+                        f"train_data={tmp_path / 'absent.parquet'}", f"dev_data={tmp_path / 'absent_dev.parquet'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("train_encoder: ") and "absent.parquet" in err and "Traceback" not in err
+
+
+def test_bad_override_is_a_config_error(capsys):
+    code = _job().main(["--config", str(REPO / "jobs/configs/encoder_minilm.yaml"), "epochs=many"])
+    assert code == 2 and "epochs" in capsys.readouterr().err
