@@ -119,3 +119,43 @@ def calibration_curve(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray]
     checkpoint so a deployment can pick another operating point (``--threshold``) without rescoring."""
     return [{k: round(v, 4) if isinstance(v, float) else v for k, v in calibrate_threshold(scores, labels, r).items()
              if k in ("threshold", "target_recall", "recall", "precision", "kept_share")} for r in recalls]
+
+
+def ranking_auc(scores: np.ndarray, labels: np.ndarray) -> float | None:
+    """Probability that a random relevant line outscores a random irrelevant one (ties count half);
+    None when one class is missing. Threshold-free, so it shows whether the model separates lines
+    at all, apart from where the threshold sits."""
+    labels = np.asarray(labels, dtype=bool)
+    n_pos, n_neg = int(labels.sum()), int((~labels).sum())
+    if not n_pos or not n_neg:
+        return None
+    order = np.argsort(scores, kind="stable")
+    ranks = np.empty(len(scores), dtype=np.float64)
+    ranks[order] = np.arange(1, len(scores) + 1)
+    sorted_scores = np.asarray(scores)[order]
+    # average ranks over ties
+    _, first, counts = np.unique(sorted_scores, return_index=True, return_counts=True)
+    for start, count in zip(first, counts):
+        if count > 1:
+            ranks[order[start:start + count]] = start + (count + 1) / 2
+    return float((ranks[labels].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def breakdown_by_group(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], groups: Sequence[str],
+                       threshold: float) -> dict[str, dict[str, float | int | None]]:
+    """Per group (tool type): examples, lines, relevant share, AUC, and the precision / recall /
+    kept share the threshold gives. Stored with the calibration so a weak tool family shows on dev,
+    without touching the evaluation cases."""
+    out: dict[str, dict[str, float | int | None]] = {}
+    for group in sorted(set(groups)):
+        picked = [i for i, g in enumerate(groups) if g == group]
+        s = np.concatenate([np.asarray(scores[i], dtype=np.float64) for i in picked])
+        y = np.concatenate([np.asarray(labels[i], dtype=bool) for i in picked])
+        kept = s >= threshold
+        tp = int((kept & y).sum())
+        auc = ranking_auc(s, y)
+        out[group] = {"examples": len(picked), "lines": int(s.size), "relevant_share": round(float(y.mean()), 4),
+                      "auc": None if auc is None else round(auc, 4),
+                      "precision": round(tp / max(int(kept.sum()), 1), 4),
+                      "recall": round(tp / max(int(y.sum()), 1), 4), "kept_share": round(float(kept.mean()), 4)}
+    return out

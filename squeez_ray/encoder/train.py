@@ -252,15 +252,27 @@ def _mkdir(path: Path) -> Path:
 def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
                      target_recall: float, target_kept_share: float | None = None) -> dict[str, Any]:
     """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
-    set) plus the whole dev curve."""
+    set), the whole dev curve, the ranking AUC, and the same per tool type."""
+    import numpy as np
+
     from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.scoring import calibrate_threshold, calibration_curve, score_lines, threshold_for_kept_share
+    from squeez_ray.encoder.scoring import (
+        breakdown_by_group,
+        calibrate_threshold,
+        calibration_curve,
+        ranking_auc,
+        score_lines,
+        threshold_for_kept_share,
+    )
 
     scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
     labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
     point = (threshold_for_kept_share(scores, labels, target_kept_share) if target_kept_share
              else calibrate_threshold(scores, labels, target_recall))
-    return {**point, "curve": calibration_curve(scores, labels)}
+    by_tool_type = breakdown_by_group(scores, labels, [r.get("tool_type") or "unknown" for r in dev_rows],
+                                      point["threshold"])
+    auc = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
+    return {**point, "auc": auc, "curve": calibration_curve(scores, labels), "by_tool_type": by_tool_type}
 
 
 def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,

@@ -95,3 +95,27 @@ def test_threshold_for_kept_share_keeps_that_share():
     assert (flat >= point["threshold"]).mean() == pytest.approx(0.1, abs=1e-3) == point["kept_share"]
     with pytest.raises(ValueError, match="kept_share"):
         threshold_for_kept_share(scores, labels, 0.0)
+
+
+def test_ranking_auc_matches_pair_counting():
+    from squeez_ray.encoder.scoring import ranking_auc
+
+    rng = np.random.default_rng(3)
+    scores = rng.integers(0, 5, size=60).astype(float)  # many ties
+    labels = rng.random(60) < 0.3
+    pos, neg = scores[labels], scores[~labels]
+    pairs = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
+    assert ranking_auc(scores, labels) == pytest.approx(pairs / (len(pos) * len(neg)))
+    assert ranking_auc(np.array([0.1, 0.9]), np.array([False, True])) == 1.0
+    assert ranking_auc(np.array([0.1, 0.9]), np.array([True, True])) is None
+
+
+def test_breakdown_by_tool_type_shows_the_weak_family():
+    from squeez_ray.encoder.scoring import breakdown_by_group
+
+    good = (np.array([0.9, 0.1, 0.2]), np.array([True, False, False]))
+    weak = (np.array([0.2, 0.9, 0.1]), np.array([True, False, False]))
+    table = breakdown_by_group([good[0], weak[0]], [good[1], weak[1]], ["grep", "read_file"], threshold=0.5)
+    assert table["grep"]["auc"] == 1.0 and table["grep"]["recall"] == 1.0 and table["grep"]["precision"] == 1.0
+    assert table["read_file"]["auc"] == 0.5 and table["read_file"]["recall"] == 0.0
+    assert table["read_file"]["examples"] == 1 and table["read_file"]["lines"] == 3
