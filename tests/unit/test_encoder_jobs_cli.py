@@ -25,3 +25,16 @@ def test_missing_training_data_is_a_clear_error(tmp_path, capsys):
 def test_bad_override_is_a_config_error(capsys):
     code = _job().main(["--config", str(REPO / "jobs/configs/encoder_minilm.yaml"), "epochs=many"])
     assert code == 2 and "epochs" in capsys.readouterr().err
+
+
+def test_every_encoder_config_loads_and_validates():
+    from squeez_ray.config import load_config
+    from squeez_ray.encoder.train import EncoderTrainConfig
+
+    configs = sorted((REPO / "jobs" / "configs").glob("encoder_minilm*.yaml"))
+    assert len(configs) >= 3
+    for path in configs:
+        config = load_config(EncoderTrainConfig, path, [])
+        assert config.validate() == [], path
+        # inference reuses the training windows (stored in the checkpoint): they must fit the encoder
+        assert config.window.max_length <= 512, path
