@@ -40,11 +40,17 @@ def ray_head(tmp_path):
     """`ray start --head --block` in its own process group: stopping it ends exactly this cluster
     (`ray stop` would also stop other Ray clusters running on the machine)."""
     port, dash = _free_port(), _free_port()
+    # Every port the node binds is chosen here: an embedded Ray left running by an earlier test in
+    # this pytest process holds the fixed defaults (the dashboard agent's 52365 among them), and a
+    # head whose agent cannot bind never accepts a job ("No available agent", seen in CI).
+    agent_ports = [f"--dashboard-agent-listen-port={_free_port()}", f"--dashboard-agent-grpc-port={_free_port()}",
+                   f"--metrics-export-port={_free_port()}", f"--runtime-env-agent-port={_free_port()}",
+                   f"--ray-client-server-port={_free_port()}"]
     log = open(tmp_path / "head.log", "w")
     head = subprocess.Popen(
         [str(BIN / "ray"), "start", "--head", "--block", f"--port={port}", "--node-ip-address=127.0.0.1",
          "--num-cpus=2", "--include-dashboard=true", "--dashboard-host=127.0.0.1", f"--dashboard-port={dash}",
-         "--disable-usage-stats"],
+         *agent_ports, "--disable-usage-stats"],
         env=_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     address = f"http://127.0.0.1:{dash}"
     try:
