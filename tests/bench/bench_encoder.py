@@ -1,7 +1,8 @@
 """Encoder pruner speed on this machine, against the machine's own matrix-multiply limit.
 
-    flock /tmp/squeez-heavy.lock .venv/bin/python tests/bench/bench_encoder.py --model runs/encoder/minilm \\
-        [--model3 runs/encoder/minilm-l3] [--data ../shared/eval/public_cases.jsonl] [--threads 2] [--quick]
+    flock /tmp/squeez-heavy.lock .venv/bin/python tests/bench/bench_encoder.py --model runs/encoder/minilm-512 \\
+        [--compare runs/encoder/minilm --compare runs/encoder/minilm-l3] [--data ../shared/eval/public_cases.jsonl] \\
+        [--threads 2] [--quick]
 
 Prints (no assertions: timings depend on the machine and its load, shown by ``uptime``):
 
@@ -10,8 +11,9 @@ Prints (no assertions: timings depend on the machine and its load, shown by ``up
   tokens per second, the physical floor (FLOPs per token x tokens / measured bf16 or fp32 rate)
   and how far the measured time is from it, bulk throughput (all outputs in one batched call) in
   lines per second, and F1 / compression on the cases (evaluation only; nothing here is tuned);
-- variants: bf16 (default), fp32, no per-line token cap (128 instead of 32), no window batching
-  (one window per forward), and a 3-layer model (``--model3``, trained with keep_layers: 3).
+- variants of ``--model``: bf16 (default), fp32, no per-line token cap (128 instead of 32), no window
+  batching (one window per forward); then every ``--compare`` checkpoint (another window size, a
+  3-layer model trained with keep_layers: 3, ...) as it is stored, bf16, with its own latency pass.
 """
 
 from __future__ import annotations
@@ -101,7 +103,8 @@ def run_variant(name: str, pruner, cases, rates: dict[str, float], *, serial: bo
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="encoder checkpoint (jobs/train_encoder.py)")
-    parser.add_argument("--model3", help="a 3-layer checkpoint (keep_layers: 3) to compare")
+    parser.add_argument("--compare", action="append", default=[], metavar="DIR",
+                        help="another trained checkpoint to time and score the same way (repeatable)")
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "eval" / "public_cases.jsonl"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", help="also write the rows as JSON here")
@@ -123,7 +126,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = []
     base = EncoderPruner(args.model, dtype="bfloat16", threads=args.threads)
-    rows.append(run_variant("bf16 (default)", base, cases, rates))
+    layers, window = base.model.encoder.config.num_hidden_layers, base.settings.window.max_length
+    rows.append(run_variant(f"{Path(args.model).name} ({layers} layers, {window}-token windows), bf16", base, cases,
+                            rates))
     serial = not args.quick
     base.dtype = "float32"
     rows.append(run_variant("fp32", base, cases, rates, serial=serial))
@@ -136,10 +141,11 @@ def main(argv: list[str] | None = None) -> int:
         base.tokens_per_batch = 1  # every window its own forward pass
         rows.append(run_variant("no window batching", base, cases, rates, serial=serial))
         base.tokens_per_batch = 8192
-    if args.model3:
-        rows.append(run_variant("3 layers (keep_layers: 3)", EncoderPruner(args.model3, dtype="bfloat16",
-                                                                            threads=args.threads), cases, rates,
-                                serial=serial))
+    for directory in args.compare:
+        other = EncoderPruner(directory, dtype="bfloat16", threads=args.threads)
+        layers, window = other.model.encoder.config.num_hidden_layers, other.settings.window.max_length
+        rows.append(run_variant(f"{Path(directory).name} ({layers} layers, {window}-token windows)", other, cases,
+                                rates))
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"matmul_gflops": rates, "rows": rows}, indent=2) + "\n")
