@@ -190,7 +190,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from squeez_ray.schema import read_examples
 
     started = time.perf_counter()
-    base = cfg.base_model or default_base_model()
+    base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
     train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
     init_ray(log_to_driver=True)  # workers' step logs are the job's progress
     dataset = _window_dataset(train_rows, cfg, base)
@@ -242,6 +242,18 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         shutil.rmtree(output)
     staging.rename(output)
     return manifest
+
+
+def _resolve_base_model(name: str) -> str:
+    """An existing local directory as an absolute path: Ray Train workers and Ray Data actors do not
+    run in the driver's working directory, so a relative path would not be found there. A missing
+    path is an error here, before any worker starts; ``org/name`` is left to transformers as a Hub id."""
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return str(path.resolve())
+    if name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise FileNotFoundError(f"base_model: encoder checkpoint directory {name} does not exist")
+    return name
 
 
 def _mkdir(path: Path) -> Path:

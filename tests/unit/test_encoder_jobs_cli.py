@@ -38,3 +38,17 @@ def test_every_encoder_config_loads_and_validates():
         assert config.validate() == [], path
         # inference reuses the training windows (stored in the checkpoint): they must fit the encoder
         assert config.window.max_length <= 512, path
+
+
+def test_base_model_paths_resolve_on_the_driver(tmp_path, monkeypatch):
+    import pytest
+
+    from squeez_ray.encoder.train import _resolve_base_model
+
+    (tmp_path / "runs" / "encoder" / "minilm").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    # workers run elsewhere: a relative checkpoint dir must reach them as an absolute path
+    assert _resolve_base_model("runs/encoder/minilm") == str(tmp_path / "runs" / "encoder" / "minilm")
+    with pytest.raises(FileNotFoundError, match="runs/encoder/absent"):
+        _resolve_base_model("runs/encoder/absent")
+    assert _resolve_base_model("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
