@@ -75,6 +75,16 @@ def build_line_scorer(encoder: Any):
     return LineScorer(encoder)
 
 
+def _load_encoder(auto_model: Any, directory: Path):
+    """The encoder without its sentence pooler where the architecture allows (BERT-likes): the line
+    head pools tokens itself, and checkpoints are saved without the pooler, so loading one with it
+    would print a "pooler weights missing" report on every `squeez` start."""
+    try:
+        return auto_model.from_pretrained(directory, add_pooling_layer=False)
+    except TypeError:  # an architecture without that option has no pooler to drop
+        return auto_model.from_pretrained(directory)
+
+
 def load_scorer(directory: str | Path, *, for_training: bool = False):
     """Load (model, tokenizer, settings) from a squeez encoder checkpoint or a bare encoder directory."""
     import torch
@@ -84,7 +94,7 @@ def load_scorer(directory: str | Path, *, for_training: bool = False):
     if not directory.is_dir():
         raise FileNotFoundError(f"encoder checkpoint directory {directory} does not exist")
     tokenizer = AutoTokenizer.from_pretrained(directory)
-    encoder = AutoModel.from_pretrained(directory)
+    encoder = _load_encoder(AutoModel, directory)
     model = build_line_scorer(encoder)
     settings_path = directory / ENCODER_CONFIG
     if settings_path.exists():
