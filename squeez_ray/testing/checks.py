@@ -1,8 +1,38 @@
-"""Assertions shared by the tests of every pruning path (engines, CLI, Serve, bulk jobs)."""
+"""Assertions and helpers shared by the tests of every pruning path (engines, CLI, Serve, bulk jobs)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import signal
+import subprocess
+from pathlib import Path
+
 from squeez_ray.spans import kept_text, normalize_spans, split_lines
+
+
+def tree_digest(root: Path) -> str:
+    """One hash of a folder's names and file bytes: equal before and after a job means the job left
+    its inputs untouched."""
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*")):
+        digest.update(str(path.relative_to(root)).encode())
+        if path.is_file() and not path.is_symlink():
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def stop_process_group(process: subprocess.Popen, timeout: float) -> None:
+    """Stop a server a test started with ``start_new_session=True``: SIGTERM to its whole group, then
+    SIGKILL if it is not gone within ``timeout`` seconds (its children would outlive a plain kill)."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def assert_verbatim_result(result, tool_output: str) -> None:

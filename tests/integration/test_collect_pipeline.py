@@ -5,7 +5,6 @@ in one line."""
 
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from collections import Counter
@@ -17,17 +16,9 @@ from squeez_ray.collect.pipeline import SHARD_DIR, CollectConfig, collect
 from squeez_ray.collect.tools import TOOL_TYPES
 from squeez_ray.collect.toy import build_toy_dataset
 from squeez_ray.schema import OBSERVATION_SCHEMA, read_observations
+from squeez_ray.testing.checks import tree_digest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file() and not path.is_symlink():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
 
 
 @pytest.fixture(scope="module")

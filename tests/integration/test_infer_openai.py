@@ -17,7 +17,12 @@ import pytest
 
 from squeez_ray.backends import build_pruner
 from squeez_ray.infer.base import PruneRequest
-from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
+from squeez_ray.testing.checks import (
+    assert_verbatim_result,
+    long_output,
+    sample_requests,
+    stop_process_group,
+)
 
 SERVED_NAME = "tiny-qwen3"
 CONTEXT = 1024
@@ -57,13 +62,7 @@ def server(tiny_qwen3_dir, tmp_path_factory):
             time.sleep(1)
         yield url, process
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+        stop_process_group(process, timeout=30)
 
 
 def test_verbatim_results_through_the_server(server):

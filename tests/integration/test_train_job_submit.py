@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from squeez_ray.testing.checks import stop_process_group
 from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,11 +65,7 @@ def ray_head(tmp_path):
             time.sleep(2)
         yield address
     finally:
-        os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
+        stop_process_group(head, timeout=60)
         log.close()
         # `ray start` recorded this head for later `ray.init()` / `serve run` calls to join; a dead
         # record makes them hang, so drop it when it is ours.

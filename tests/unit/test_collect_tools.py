@@ -5,7 +5,6 @@ checkout is clean again for the next instance."""
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -15,15 +14,7 @@ from squeez_ray.collect.sandbox import UnsafePathError
 from squeez_ray.collect.tools import TOOL_TYPES, run_tool
 from squeez_ray.collect.toy import build_toy_dataset
 from squeez_ray.collect.workspace import RepoCache, WorkspaceError, mirror_path
-
-
-def tree_digest(root: Path) -> str:
-    digest = hashlib.sha256()
-    for path in sorted(root.rglob("*")):
-        digest.update(str(path.relative_to(root)).encode())
-        if path.is_file() and not path.is_symlink():
-            digest.update(path.read_bytes())
-    return digest.hexdigest()
+from squeez_ray.testing.checks import tree_digest
 
 
 @pytest.fixture(scope="module")
