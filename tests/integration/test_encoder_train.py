@@ -47,6 +47,9 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     saved = json.loads((tmp_path / "model" / "squeez_encoder.json").read_text())
     assert saved["threshold"] == manifest["calibration"]["threshold"]
     assert manifest["calibration"]["recall"] >= 0.8
+    assert 0.0 <= manifest["calibration"]["auc"] <= 1.0  # dev ranking AUC, overall and per tool type
+    assert list(manifest["calibration"]["by_tool_type"]) == ["test_output"]
+    assert manifest["calibration"]["by_tool_type"]["test_output"]["examples"] == 8
 
     dev = _examples(8, 1)
     before_model, tokenizer, _ = load_scorer(base)

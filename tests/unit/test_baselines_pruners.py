@@ -67,3 +67,18 @@ def test_one_line_and_empty_outputs():
 def test_bad_keep_ratio_is_refused():
     with pytest.raises(ValueError, match="keep_ratio"):
         build_pruner("first", keep_ratio=0.0)
+
+
+def test_bm25_does_not_load_numba_but_a_later_import_still_works():
+    """`squeez --backend bm25` start-up: bm25s's optional numba backend (0.2 s) stays unloaded."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from squeez_ray.evaluate.baselines import BM25Lines\n"
+            "scores = BM25Lines().line_scores('parse config', ['we parse the config here', 'x = 1', 'nothing else'])\n"
+            "assert scores[0] > scores[1], scores\n"
+            "assert 'numba' not in sys.modules, 'bm25s loaded numba'\n"
+            "import numba  # the mask is gone after the import: other code can still use numba\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]

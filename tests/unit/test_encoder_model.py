@@ -98,3 +98,14 @@ def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tm
     assert manifest["recalibrations"][0]["previous_threshold"] == 0.0
     with pytest.raises(ValueError, match="bare encoder"):
         recalibrate(tiny_encoder, str(tmp_path / "dev.jsonl"), 0.8)
+
+
+def test_encoder_loads_without_the_unused_pooler(tiny_encoder, tiny_qwen3_dir):
+    from transformers import AutoModel
+
+    from squeez_ray.encoder.model import _load_encoder
+
+    # BERT-likes drop the sentence pooler at load (checkpoints are saved without it)...
+    assert _load_encoder(AutoModel, tiny_encoder).pooler is None
+    # ...and an architecture without that option still loads
+    assert type(_load_encoder(AutoModel, tiny_qwen3_dir)).__name__ == "Qwen3Model"
