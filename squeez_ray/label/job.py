@@ -54,6 +54,31 @@ def _settled(output_dir: Path) -> tuple[set[tuple[str, str]], int]:
     return keys, len(parts)
 
 
+def _read_observations(path: str) -> list[dict[str, Any]]:
+    """Raw observations, or a hand-labelling pool (``output_id``/``family`` rows) read as observations."""
+    from squeez_ray.schema import read_observations
+
+    if _is_pool(path):
+        from squeez_ray.handlabel.pool import as_observation, read_pool
+
+        return [as_observation(row) for row in read_pool(path).values()]
+    return read_observations(path)
+
+
+def _is_pool(path: str) -> bool:
+    import pyarrow.parquet as pq
+
+    p = Path(path)
+    first = p if p.is_file() else next(iter(sorted([*p.glob("*.parquet"), *p.glob("*.jsonl")])), None)
+    if first is None:
+        return False
+    if first.suffix == ".parquet":
+        return "output_id" in pq.read_schema(first).names
+    with first.open(encoding="utf-8") as handle:
+        head = handle.readline()
+    return '"output_id"' in head and '"family"' in head
+
+
 def _tasks(instances: str | None) -> dict[str, str]:
     if not instances:
         return {}
@@ -82,11 +107,11 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
 
     from squeez_ray.config import to_dict
     from squeez_ray.io_utils import git_revision, write_json_atomic
-    from squeez_ray.schema import read_observations, write_examples
+    from squeez_ray.schema import write_examples
 
     started = time.time()
     output_dir = Path(config.output_dir)  # type: ignore[arg-type]
-    observations = read_observations(config.observations)  # type: ignore[arg-type]
+    observations = _read_observations(config.observations)  # type: ignore[arg-type]
     tasks = _tasks(config.instances)
     settled, next_part = _settled(output_dir)
     todo = [dict(o, background_task=tasks.get(o["instance_id"], "")) for o in observations

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from squeez_ray.label import stages
 from squeez_ray.label.engines import Engine, HttpTeacherConfig, VllmTeacherConfig
+from squeez_ray.label.file_teacher import NO_LABEL, FileTeacherConfig, file_label, load_labels
 from squeez_ray.label.http_client import BAD_RESPONSE, BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED
 
 log = logging.getLogger(__name__)
@@ -25,9 +26,10 @@ TRANSPORT_REASONS = frozenset({BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, 
 
 @dataclass
 class TeacherConfig:
-    engine: Literal["rules", "http", "vllm"] = "rules"
+    engine: Literal["rules", "http", "vllm", "file"] = "rules"
     http: HttpTeacherConfig = field(default_factory=HttpTeacherConfig)
     vllm: VllmTeacherConfig = field(default_factory=VllmTeacherConfig)
+    file: FileTeacherConfig = field(default_factory=FileTeacherConfig)  # hand labels (docs/HANDLABEL.md)
     content_first_retry: bool = True  # ask again, output first, when a positive gets no spans
     max_query_chars: int = 300
     max_output_lines: int = 2000
@@ -37,6 +39,8 @@ class TeacherConfig:
         # http's own checks run as a nested dataclass; the vLLM model is only required when used
         if self.engine == "vllm" and not self.vllm.model:
             return ["vllm.model: required for engine vllm (a checkpoint directory or model id)"]
+        if self.engine == "file" and not self.file.labels:
+            return ["file.labels: required for engine file (label files or folders)"]
         return []
 
     def stage_settings(self) -> stages.StageSettings:
@@ -94,6 +98,15 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
         dropped += _count(ds, examples=seen)
         ok = ds.filter(lambda row: not row["reject_reason"]).materialize()
         return LabelOutcome(ok, dropped, 0, 0, 0, [], seen)
+    if teacher.engine == "file":
+        labels = load_labels(teacher.file)
+        ds = ds.flat_map(lambda row: file_label(row, labels)).materialize()
+        unlabelled: list[tuple[str, str]] = []
+        dropped += _count(ds, examples=seen)
+        for batch in ds.filter(lambda row: row["reject_reason"] == NO_LABEL).iter_rows():
+            unlabelled.append((batch["instance_id"], batch["command"]))  # a later label file may label it
+        ok = ds.filter(lambda row: not row["reject_reason"]).materialize()
+        return LabelOutcome(ok, dropped, 0, 0, 0, unlabelled, seen)
     if engine is None:
         raise ValueError(f"engine {teacher.engine!r} needs an engine transform")
 

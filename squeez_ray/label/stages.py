@@ -28,7 +28,7 @@ OUTPUT_TOO_LONG = "output_too_long"
 WORKING_DEFAULTS: dict[str, Any] = {
     "query": "", "spans": "", "reject_reason": "", "reject_detail": "", "teacher_request": "",
     "teacher_reply": "", "teacher_error": "", "teacher_error_detail": "", "teacher_requests": 0, "retried": False,
-    "rule": "",
+    "rule": "", "notes": "",
 }
 
 
@@ -138,5 +138,5 @@ def to_example(row: Mapping[str, Any], source: str) -> dict[str, Any]:
         "repo": row.get("repo") or None,
         "split": None,
         "split_group_id": None,
-        "notes": None,
+        "notes": row.get("notes") or None,  # the file teacher records pass, labeller and difficulty here
     }

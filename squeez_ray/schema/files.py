@@ -202,7 +202,7 @@ def _write_rows(rows: list[dict[str, Any]], path: Path, schema: pa.Schema | None
 
         table = pa.Table.from_pylist(rows, schema=schema) if schema is not None else pa.Table.from_pylist(rows)
         with atomic_path(path) as tmp:
-            pq.write_table(table, tmp)
+            pq.write_table(table, tmp, compression="zstd")  # the canonical form: text compresses ~5x
     elif suffix in (".jsonl", ".json", ".ndjson"):
         with atomic_path(path) as tmp:
             with open(tmp, "w", encoding="utf-8") as f:

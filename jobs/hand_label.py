@@ -1,0 +1,106 @@
+"""Hand labelling: render batches of collected outputs for a labeller, check label files, merge them.
+
+    # 1. collect real outputs into a pool (JSONL or Parquet; see docs/HANDLABEL.md)
+    python -m squeez_ray.handlabel.python_pool --cache runs/encoder_data_cache --repo . --out runs/handlabel/pool/python.jsonl
+    python -m squeez_ray.handlabel.ecosystems --out runs/handlabel/pool/ecosystems.jsonl
+    # 2. batches to read: numbered lines, tool, command (outputs already labelled are left out)
+    python jobs/hand_label.py render --pool runs/handlabel/pool --labels data/handlabel/labels --out runs/handlabel/batches
+    # 3. a labeller writes labels/batch-007.A.jsonl by reading batch-007.txt; check it as often as you like
+    python jobs/hand_label.py check data/handlabel/labels/batch-007.A.jsonl --pool runs/handlabel/pool
+    # 4. merge every label file into the dataset (QA, splits by source, Parquet, datasheet numbers)
+    python jobs/hand_label.py merge --pool runs/handlabel/pool --labels data/handlabel/labels --out data/handlabel
+
+Exit codes: 0 ok, 1 label problems found (each printed as file: row: field: message), 2 bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _label_files(paths: list[str]) -> list[Path]:
+    files: list[Path] = []
+    for path in map(Path, paths):
+        files += sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    return files
+
+
+def render(args: argparse.Namespace) -> int:
+    from squeez_ray.handlabel.batches import plan_batches, write_batches
+    from squeez_ray.handlabel.labels import read_label_rows
+    from squeez_ray.handlabel.pool import read_pool
+
+    pool = read_pool(args.pool)
+    done = {raw.get("output_id") for f in _label_files(args.labels or []) if f.exists()
+            for _, raw in read_label_rows(f)[0]}
+    todo = [r for r in pool.values() if r["output_id"] not in done
+            and (not args.family or r["family"] in args.family)]
+    out = Path(args.out)
+    first = 1 + len(list(out.glob("batch-*.txt"))) if out.exists() else 1
+    batches = plan_batches(todo, max_outputs=args.batch_outputs, max_lines=args.batch_lines, seed=args.seed)
+    written = write_batches(batches[: args.limit] if args.limit else batches, out, first=first)
+    print(f"{len(pool)} outputs in the pool, {len(done)} already labelled, {len(todo)} to label: "
+          f"{len(written)} batches in {out}")
+    return 0
+
+
+def check(args: argparse.Namespace) -> int:
+    from squeez_ray.handlabel.labels import check_label_files
+    from squeez_ray.handlabel.pool import read_pool
+
+    files = _label_files(args.files)
+    good, problems = check_label_files(files, read_pool(args.pool))
+    for problem in problems:
+        print(problem)
+    print(f"{len(good)} good label rows, {len(problems)} problems in {len(files)} files")
+    return 1 if problems else 0
+
+
+def merge(args: argparse.Namespace) -> int:
+    from squeez_ray.handlabel.merge import merge_labels
+
+    summary = merge_labels(args.pool, _label_files(args.labels), args.out, strict=not args.skip_bad, seed=args.seed)
+    print(json.dumps(summary, indent=2))
+    return 1 if summary.get("problems") and not args.skip_bad else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    p = commands.add_parser("render", help="write batches of unlabelled pool outputs for a labeller")
+    p.add_argument("--pool", nargs="+", required=True, help="pool files or folders (JSONL / Parquet)")
+    p.add_argument("--labels", nargs="*", help="label files or folders: their outputs are left out")
+    p.add_argument("--out", required=True, help="folder for batch-NNN.txt / batch-NNN.json")
+    p.add_argument("--family", action="append", help="only this family (repeatable)")
+    p.add_argument("--batch-outputs", type=int, default=40, help="outputs per batch at most")
+    p.add_argument("--batch-lines", type=int, default=8000, help="numbered lines per batch at most")
+    p.add_argument("--limit", type=int, help="write at most this many batches")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=render)
+    p = commands.add_parser("check", help="validate label files against the pool")
+    p.add_argument("files", nargs="+", help="label files (JSONL) or folders of them")
+    p.add_argument("--pool", nargs="+", required=True)
+    p.set_defaults(run=check)
+    p = commands.add_parser("merge", help="validate all label files and build the dataset")
+    p.add_argument("--pool", nargs="+", required=True)
+    p.add_argument("--labels", nargs="+", required=True, help="label files or folders")
+    p.add_argument("--out", required=True, help="dataset folder (data/handlabel)")
+    p.add_argument("--skip-bad", action="store_true", help="merge the good rows even when some rows have problems")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=merge)
+    args = parser.parse_args(argv)
+
+    from squeez_ray.schema import DataError
+
+    try:
+        return args.run(args)
+    except (DataError, FileNotFoundError) as error:
+        print(f"hand_label: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

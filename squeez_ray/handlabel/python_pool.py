@@ -1,0 +1,183 @@
+"""Pool rows from Python sources: the package observations of ``jobs/build_encoder_data.py``, long
+outputs run over the same unpacked packages, and the git history of a real repository.
+
+Everything here runs real tools over real code and stores what they printed; the sampling only
+chooses WHICH outputs a labeller sees (a quota per family and package, so no family swamps the set).
+
+    python -m squeez_ray.handlabel.python_pool --cache runs/encoder_data_cache --repo . \\
+        --out runs/handlabel/pool/python.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from squeez_ray.handlabel.pool import make_output_id
+from squeez_ray.handlabel.reserved import is_reserved
+
+MAX_LINES = 3000  # longer outputs are left out whole, never cut
+# Observations per package and family (the package observations hold ~60 reads and ~50 greps each).
+QUOTAS = {"read_file": 4, "grep": 3, "git_log": 1, "git_blame": 2, "git_diff": 2, "ls_find": 1, "lint": 3,
+          "type_check": 2, "test_output": 2, "python_traceback": 2, "pip_install": 1, "build_output": 1}
+# Collector tool types -> the families of LABELLING.md (named as the public cases name them).
+FAMILY_OF = {"lint_output": "lint", "ls": "ls_find", "python": "python_traceback"}
+LONG_LINES = 800
+ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb", "GIT_PAGER": "cat",
+       "PAGER": "cat", "HOME": "/tmp"}
+
+
+def _licence(src: Path) -> str:
+    for meta in (src / "PKG-INFO", *src.glob("*.egg-info/PKG-INFO")):
+        if meta.exists():
+            text = meta.read_text(errors="replace")
+            classifiers = re.findall(r"^Classifier: License :: (?:OSI Approved :: )?(.+)$", text, re.M)
+            if classifiers:
+                return classifiers[0].strip()
+            found = re.search(r"^License(?:-Expression)?: (.+)$", text, re.M)
+            if found and len(found.group(1)) < 80:
+                return found.group(1).strip()
+    return "see the package's LICENSE file"
+
+
+def _row(source: str, family: str, command: str, cwd: str, exit_code: int | None, output: str,
+         versions: str, licence: str) -> dict[str, Any]:
+    output = output.rstrip("\n")
+    return {"output_id": make_output_id(source, command, output), "source": source, "family": family,
+            "command": command, "cwd": cwd, "exit_code": exit_code, "tool_output": output, "versions": versions,
+            "licence": licence, "collected_at": date.today().isoformat()}
+
+
+def _usable(output: str) -> bool:
+    return 5 <= output.count("\n") + 1 <= MAX_LINES and bool(output.strip())
+
+
+def package_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
+    """A per-family sample of each package's observations, as pool rows."""
+    rows = []
+    for path in sorted((cache / "observations").glob("*.jsonl")):
+        info = json.loads(path.with_suffix(".json").read_text())
+        name, version = info["package"], info["version"]
+        if is_reserved(name):
+            continue
+        source = f"pypi:{name}"
+        licence = _licence(cache / "src" / f"{name}-{version}")
+        by_family: dict[str, list[dict[str, Any]]] = {}
+        for obs in (json.loads(line) for line in path.open() if line.strip()):
+            family = FAMILY_OF.get(obs["tool_type"], obs["tool_type"])
+            if obs.get("error") or not _usable(obs["tool_output"]):
+                continue
+            if family == "python_traceback" and "Traceback (most recent call last)" not in obs["tool_output"]:
+                continue  # a pydoc page, not a traceback
+            by_family.setdefault(family, []).append(obs)
+        rng = random.Random(f"{seed}:{name}")
+        for family, observations in sorted(by_family.items()):
+            for obs in rng.sample(observations, min(QUOTAS.get(family, 0), len(observations))):
+                rows.append(_row(source, family, obs["command"], f"{name}-{version} (unpacked sdist)",
+                                 obs.get("exit_code"), obs["tool_output"], f"{name} {version}", licence))
+    return rows
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 120) -> tuple[int | None, str]:
+    try:
+        done = subprocess.run(argv, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, ""
+    return done.returncode, done.stdout.decode("utf-8", "replace")
+
+
+def long_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
+    """Long outputs over the unpacked packages: whole reads of files over 800 lines, wide greps,
+    verbose test runs. Agents meet these too, and they are where pruning matters most."""
+    rows = []
+    python = sys.executable
+    for src in sorted((cache / "src").iterdir()):
+        info_files = list((cache / "observations").glob(f"{src.name}.json"))
+        if not info_files:  # old releases (history only) are not sources of their own
+            continue
+        info = json.loads(info_files[0].read_text())
+        name, version = info["package"], info["version"]
+        if is_reserved(name):
+            continue
+        source, licence, versions = f"pypi:{name}", _licence(src), f"{name} {version}"
+        rng = random.Random(f"{seed}:long:{name}")
+        big = [p for p in sorted(src.rglob("*.py")) if LONG_LINES < sum(1 for _ in p.open(errors="replace")) <= MAX_LINES]
+        commands: list[tuple[str, list[str]]] = [("read_file", ["cat", "-n", "--", str(p.relative_to(src))])
+                                                 for p in rng.sample(big, min(2, len(big)))]
+        commands.append(("grep", ["grep", "-rn", "--include=*.py", "self\\.", "."]))
+        commands.append(("ls_find", ["find", ".", "-not", "-path", "*/__pycache__*"]))
+        tests = [p for p in src.rglob("test*.py") if p.is_file()]
+        if tests:
+            commands.append(("test_output", [python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=short",
+                                             str(rng.choice(tests).relative_to(src))]))
+        for family, argv in commands:
+            code, output = _run(argv, src)
+            command = " ".join(argv).replace(python, "python")
+            if code is not None and _usable(output) and output.count("\n") + 1 > LONG_LINES:
+                rows.append(_row(source, family, command, f"{name}-{version} (unpacked sdist)", code, output,
+                                 versions, licence))
+    return rows
+
+
+def repo_rows(repo: Path, source: str, licence: str, seed: int = 0) -> list[dict[str, Any]]:
+    """Real git history: log in its usual forms, show, diff between commits, blame, over ``repo``."""
+    code, log = _run(["git", "log", "--format=%H"], repo)
+    commits = log.split()
+    if code != 0 or len(commits) < 10:
+        return []
+    rng = random.Random(f"{seed}:{source}")
+    _, files = _run(["git", "ls-files", "*.py", "*.md", "*.yaml"], repo)
+    tracked = [f for f in files.split("\n") if f]
+    commands: list[tuple[str, list[str]]] = [
+        ("git_log", ["git", "log", "--oneline", "-n", "60"]),
+        ("git_log", ["git", "log", "-n", "25"]),
+        ("git_log", ["git", "log", "--stat", "-n", "12"]),
+        ("git_log", ["git", "log", "-p", "-n", "3", "--", rng.choice(tracked)]),
+        ("git_log", ["git", "log", "--format=%h %ad %s", "--date=short", "--", "docs"]),
+    ]
+    commands += [("git_diff", ["git", "show", "--stat", "-p", c]) for c in rng.sample(commits, 8)]
+    commands += [("git_diff", ["git", "diff", f"{c}~1", c, "--", "squeez_ray"]) for c in rng.sample(commits[:-1], 4)]
+    commands += [("git_blame", ["git", "blame", "--", f]) for f in rng.sample([f for f in tracked if f.endswith(".py")], 8)]
+    commands += [("grep", ["git", "grep", "-n", word]) for word in rng.sample(["init_ray", "DataError", "atomic_path",
+                                                                             "split_lines", "fail open", "Retry-After"], 4)]
+    _, head = _run(["git", "rev-parse", "--short", "HEAD"], repo)
+    rows = []
+    for family, argv in commands:
+        code, output = _run(["git", "--no-pager", *argv[1:]] if argv[0] == "git" else argv, repo)
+        if code == 0 and _usable(output):
+            rows.append(_row(source, family, " ".join(argv), f"{source} at {head.strip()}", code, output,
+                             f"git {head.strip()}", licence))
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cache", required=True, help="cache_dir of jobs/build_encoder_data.py")
+    parser.add_argument("--repo", help="a git repository whose real history to add (e.g. this checkout)")
+    parser.add_argument("--repo-source", default="repo:squeez-ray")
+    parser.add_argument("--repo-licence", default="the repository's own licence")
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    from squeez_ray.io_utils import write_text_atomic
+
+    cache = Path(args.cache)
+    rows = package_rows(cache, args.seed) + long_rows(cache, args.seed)
+    if args.repo:
+        rows += repo_rows(Path(args.repo), args.repo_source, args.repo_licence, args.seed)
+    unique = list({r["output_id"]: r for r in rows}.values())
+    write_text_atomic(args.out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
+    print(f"{len(unique)} pool rows -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

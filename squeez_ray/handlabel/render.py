@@ -1,0 +1,42 @@
+"""Render pool outputs as a batch a labeller reads: a header per output, then every line numbered.
+
+The numbers are the 1-based line numbers of ``tool_output.split("\\n")``, the span contract, so a
+labeller's ``[start, end]`` is a gold span as written. Nothing in the output is cut or wrapped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from squeez_ray.spans import split_lines
+
+RULE = "#" * 100
+
+LABEL_FILE_HELP = """\
+Write one JSON object per line (JSONL) per example, e.g.
+  {"output_id": "pypi:six:0123456789", "query": "where is the metaclass helper defined",
+   "gold": [[12, 14]], "difficulty": "easy", "pass": "A", "labeller": "YOUR-NAME"}
+gold: sorted, non-overlapping, non-touching [start, end] line spans (1-based, inclusive); [] for a
+negative (difficulty "negative"). difficulty: easy | medium | semantic | negative.
+Validate with: python jobs/hand_label.py check LABELS.jsonl --pool POOL"""
+
+
+def render_output(row: Mapping[str, Any], index: int, total: int) -> str:
+    lines = split_lines(row["tool_output"])
+    width = len(str(len(lines)))
+    header = [
+        RULE,
+        f"OUTPUT {index} of {total}   output_id: {row['output_id']}",
+        f"family: {row['family']}   source: {row['source']}   exit code: {row.get('exit_code')}   lines: {len(lines)}",
+        f"command: {row['command']}",
+        "-" * 100,
+    ]
+    body = [f"{n:>{width}} | {line}" for n, line in enumerate(lines, start=1)]
+    return "\n".join(header + body + [f"END OF {row['output_id']}", ""])
+
+
+def render_batch(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
+    head = [f"# {title}" if title else "# labelling batch", f"# {len(rows)} outputs", "#",
+            *(f"# {line}" for line in LABEL_FILE_HELP.splitlines()), ""]
+    return "\n".join(head + [render_output(row, i, len(rows)) for i, row in enumerate(rows, start=1)])
