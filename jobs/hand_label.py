@@ -7,8 +7,12 @@
     python jobs/hand_label.py render --pool runs/handlabel/pool --labels data/handlabel/labels --out runs/handlabel/batches
     # 3. a labeller writes labels/batch-007.A.jsonl by reading batch-007.txt; check it as often as you like
     python jobs/hand_label.py check data/handlabel/labels/batch-007.A.jsonl --pool runs/handlabel/pool
-    # 4. merge every label file into the dataset (QA, splits by source, Parquet, datasheet numbers)
+    # 4. merge every label file into the dataset (QA, splits by source, Parquet)
     python jobs/hand_label.py merge --pool runs/handlabel/pool --labels data/handlabel/labels --out data/handlabel
+    # (a fresh clone has no pool: the stored outputs are one, --pool data/handlabel/outputs.parquet)
+    # 5. agreement figures and the datasheet; prompt/response rows for SFT
+    python jobs/hand_label.py report --data data/handlabel
+    python jobs/hand_label.py export --data data/handlabel --out runs/handlabel/squeez
 
 Exit codes: 0 ok, 1 label problems found (each printed as file: row: field: message), 2 bad input.
 """
@@ -29,19 +33,28 @@ def _label_files(paths: list[str]) -> list[Path]:
 
 
 def render(args: argparse.Namespace) -> int:
-    from squeez_ray.handlabel.batches import plan_batches, write_batches
+    from squeez_ray.handlabel.batches import blind_sample, plan_batches, write_batches
     from squeez_ray.handlabel.labels import read_label_rows
     from squeez_ray.handlabel.pool import read_pool
 
     pool = read_pool(args.pool)
-    done = {raw.get("output_id") for f in _label_files(args.labels or []) if f.exists()
-            for _, raw in read_label_rows(f)[0]}
-    todo = [r for r in pool.values() if r["output_id"] not in done
-            and (not args.family or r["family"] in args.family)]
+    labels = [raw for f in _label_files(args.labels or []) if f.exists() for _, raw in read_label_rows(f)[0]]
+    done = {raw.get("output_id") for raw in labels}
+    for batch in args.exclude or []:  # batches handed out but not labelled yet
+        done.update(json.loads(Path(batch).read_text())["output_ids"])
+    queries = None
+    if args.blind:  # a blind second labelling of pass-A examples: their outputs with the queries, no gold
+        queries = blind_sample(labels, pool, args.blind, seed=args.seed)
+        todo = [pool[i] for i in sorted(queries)]
+    else:
+        todo = [r for r in pool.values() if r["output_id"] not in done
+                and (not args.family or r["family"] in args.family)]
     out = Path(args.out)
-    first = 1 + len(list(out.glob("batch-*.txt"))) if out.exists() else 1
+    prefix = "blind" if args.blind else "batch"
+    first = 1 + len(list(out.glob(f"{prefix}-*.txt"))) if out.exists() else 1
     batches = plan_batches(todo, max_outputs=args.batch_outputs, max_lines=args.batch_lines, seed=args.seed)
-    written = write_batches(batches[: args.limit] if args.limit else batches, out, first=first)
+    written = write_batches(batches[: args.limit] if args.limit else batches, out, first=first, queries=queries,
+                            prefix=prefix)
     print(f"{len(pool)} outputs in the pool, {len(done)} already labelled, {len(todo)} to label: "
           f"{len(written)} batches in {out}")
     return 0
@@ -67,6 +80,37 @@ def merge(args: argparse.Namespace) -> int:
     return 1 if summary.get("problems") and not args.skip_bad else 0
 
 
+def report(args: argparse.Namespace) -> int:
+    """Agreement (blind pass B vs pass A, rule teacher vs hand) and the datasheet, from the stored set."""
+    from squeez_ray.handlabel.agreement import blind_agreement, rule_agreement
+    from squeez_ray.handlabel.datasheet import load_built, render_datasheet
+    from squeez_ray.handlabel.labels import check_label_files
+    from squeez_ray.handlabel.pool import read_pool
+    from squeez_ray.io_utils import write_json_atomic, write_text_atomic
+
+    data = Path(args.data)
+    pool = read_pool(data / "outputs.parquet")
+    good, _ = check_label_files(_label_files([str(data / "labels")]), pool)
+    agreement, rule = blind_agreement(good, pool), rule_agreement(good, pool)
+    write_json_atomic(data / "agreement.json", {"blind": agreement, "rule_teacher": rule})
+    write_text_atomic(data / "DATASHEET.md", render_datasheet(load_built(data), pool, agreement, rule))
+    print(json.dumps({"blind": {k: v for k, v in agreement.items() if k != "by_family"},
+                      "rule_teacher_line_f1": rule["line_f1"]}, indent=2))
+    print(f"wrote {data / 'agreement.json'} and {data / 'DATASHEET.md'}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
+    """The splits as released-Squeez prompt/response rows (what jobs/train.py and other SFT tools read)."""
+    from squeez_ray.schema import read_examples, write_examples
+
+    for split in ("train", "dev", "test"):
+        rows = read_examples(Path(args.data) / f"{split}.parquet")
+        count = write_examples(rows, Path(args.out) / f"{split}.jsonl", format="squeez")
+        print(f"{split}: {count} rows -> {Path(args.out) / f'{split}.jsonl'}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,9 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--labels", nargs="*", help="label files or folders: their outputs are left out")
     p.add_argument("--out", required=True, help="folder for batch-NNN.txt / batch-NNN.json")
     p.add_argument("--family", action="append", help="only this family (repeatable)")
+    p.add_argument("--exclude", nargs="*", help="batch-NNN.json files handed out already: leave their outputs out")
     p.add_argument("--batch-outputs", type=int, default=40, help="outputs per batch at most")
     p.add_argument("--batch-lines", type=int, default=8000, help="numbered lines per batch at most")
     p.add_argument("--limit", type=int, help="write at most this many batches")
+    p.add_argument("--blind", type=int, metavar="N",
+                   help="instead: N pass-A examples of --labels for a blind second labelling (queries, no gold)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=render)
     p = commands.add_parser("check", help="validate label files against the pool")
@@ -91,6 +138,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--skip-bad", action="store_true", help="merge the good rows even when some rows have problems")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=merge)
+    p = commands.add_parser("report", help="agreement figures and the datasheet of a merged set")
+    p.add_argument("--data", default="data/handlabel", help="the merged set (outputs.parquet, labels/, splits)")
+    p.set_defaults(run=report)
+    p = commands.add_parser("export", help="write the splits as released-Squeez prompt/response JSONL")
+    p.add_argument("--data", default="data/handlabel")
+    p.add_argument("--out", required=True)
+    p.set_defaults(run=export)
     args = parser.parse_args(argv)
 
     from squeez_ray.schema import DataError

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import shutil
 import tempfile
 import time
@@ -192,6 +193,9 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     started = time.perf_counter()
     base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
     train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
+    # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
+    # (a run cut short by max_steps then still sees every source).
+    random.Random(cfg.seed).shuffle(train_rows)
     init_ray(log_to_driver=True)  # workers' step logs are the job's progress
     dataset = _window_dataset(train_rows, cfg, base)
     n_windows, n_positive, n_lines = _label_counts(dataset)

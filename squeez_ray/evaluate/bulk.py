@@ -59,7 +59,7 @@ class SystemWorker:
 
     def __init__(self, spec: SystemSpec, options: BackendOptions, parts_dir: str):
         self.spec, self.parts_dir = spec, Path(parts_dir)
-        self.pruner = build_pruner(spec.backend, options)
+        self.pruner = build_pruner(spec.backend, spec.options(options))
         self.count_tokens, _ = token_counter(options)
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, list]:
@@ -108,7 +108,7 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
     rows: list[dict[str, Any]] = []
     costs: dict[str, dict[str, Any]] = {}
     for spec in systems:
-        key = system_cache_key(fingerprint, spec, options, token_note)
+        key = system_cache_key(fingerprint, spec, spec.options(options), token_note)
         parts_dir = out / PARTS_DIR / safe_label(spec.label) / key[:16]
         done = read_parts(parts_dir) if resume else {}
         if not resume:

@@ -33,8 +33,9 @@ def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
                         help="labelled examples: .jsonl / .parquet (canonical, cases or Squeez prompt/response rows), "
                              "a datasets save_to_disk folder, a folder of Parquet files, or a Hub id owner/name")
     parser.add_argument("--split", help="split to use when --data holds several (datasets folders, Hub ids)")
-    parser.add_argument("--system", action="append", metavar="NAME[=LABEL]",
+    parser.add_argument("--system", action="append", metavar="NAME[=LABEL[@MODEL]]",
                         help=f"backend to evaluate, repeatable; one of: {', '.join(BACKENDS)}; "
+                             "@MODEL after the label gives that system its own checkpoint; "
                              f"=LABEL names it in the tables (default: {' '.join(DEFAULT_SYSTEMS)})")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--limit", type=positive_int, help="evaluate only the first N examples")

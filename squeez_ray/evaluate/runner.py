@@ -11,7 +11,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, is_dataclass
+from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -110,12 +110,18 @@ TOKENS_FALLBACK = "characters / 4 (no tokenizer configured)"
 class SystemSpec:
     backend: str  # a name of backends.BACKENDS
     label: str  # the name shown in tables and metrics.json
+    model: str | None = None  # this system's checkpoint, over --model (two models of one backend in one run)
 
     @classmethod
     def parse(cls, text: str) -> "SystemSpec":
-        """``bm25`` or ``vllm=squeez-2b`` (backend name, then the label to show)."""
-        backend, _, label = text.partition("=")
-        return cls(backend.strip(), (label or backend).strip())
+        """``bm25``, ``vllm=squeez-2b`` (backend name, then the label to show), or
+        ``encoder=encoder-v2@runs/encoder/v2`` (then, after ``@``, the system's own checkpoint)."""
+        backend, _, rest = text.partition("=")
+        label, _, model = rest.partition("@")
+        return cls(backend.strip(), (label or backend).strip(), model.strip() or None)
+
+    def options(self, shared: BackendOptions) -> BackendOptions:
+        return replace(shared, model=self.model) if self.model else shared
 
 
 def token_counter(options: BackendOptions) -> tuple[TokenCounter | None, str]:
@@ -157,13 +163,13 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     rows: list[dict[str, Any]] = []
     resumed: list[str] = []
     for spec in systems:
-        key = system_cache_key(fingerprint, spec, options, token_note)
+        key = system_cache_key(fingerprint, spec, spec.options(options), token_note)
         cached = _read_cached(out / "systems" / f"{safe_label(spec.label)}.parquet", key) if resume else None
         if cached is not None:
             rows.extend(cached)
             resumed.append(spec.label)
             continue
-        pruner = build_pruner(spec.backend, options)
+        pruner = build_pruner(spec.backend, spec.options(options))
         try:
             system_rows = run_evaluation(examples, {spec.label: pruner}, batch_size=options.batch_size,
                                          count_tokens=count_tokens)

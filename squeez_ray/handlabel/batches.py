@@ -36,12 +36,35 @@ def plan_batches(rows: Iterable[Mapping[str, Any]], *, max_outputs: int = 40, ma
     return batches
 
 
-def write_batches(batches: list[list[Mapping[str, Any]]], out: str | Path, *, first: int = 1) -> list[Path]:
+def blind_sample(labels: Iterable[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]], count: int,
+                 seed: int = 0) -> dict[str, list[str]]:
+    """``count`` pass-A examples for a blind second labelling, spread over families (round robin over a
+    seeded shuffle); returns output_id -> the queries to answer."""
+    by_family: dict[str, list[Mapping[str, Any]]] = {}
+    for row in sorted(labels, key=lambda r: (r["output_id"], r["query"])):
+        if row.get("pass") == "A" and row["output_id"] in pool:
+            by_family.setdefault(pool[row["output_id"]]["family"], []).append(row)
+    rng = random.Random(seed)
+    for rows in by_family.values():
+        rng.shuffle(rows)
+    chosen: dict[str, list[str]] = {}
+    taken = 0
+    while taken < count and any(by_family.values()):
+        for family in sorted(by_family):
+            if by_family[family] and taken < count:
+                row = by_family[family].pop()
+                chosen.setdefault(row["output_id"], []).append(row["query"])
+                taken += 1
+    return chosen
+
+
+def write_batches(batches: list[list[Mapping[str, Any]]], out: str | Path, *, first: int = 1,
+                  queries: Mapping[str, list[str]] | None = None, prefix: str = "batch") -> list[Path]:
     out = Path(out)
     written = []
     for number, rows in enumerate(batches, start=first):
-        name = f"batch-{number:03d}"
-        write_text_atomic(out / f"{name}.txt", render_batch(rows, title=name))
+        name = f"{prefix}-{number:03d}"
+        write_text_atomic(out / f"{name}.txt", render_batch(rows, title=name, queries=queries))
         write_text_atomic(out / f"{name}.json", json.dumps(
             {"batch": name, "output_ids": [r["output_id"] for r in rows],
              "lines": sum(r["tool_output"].count("\n") + 1 for r in rows)}, indent=1) + "\n")

@@ -56,6 +56,7 @@ def _row(source: str, family: str, command: str, cwd: str, exit_code: int | None
 
 
 def _usable(output: str) -> bool:
+    output = output.rstrip("\n")  # as stored
     return 5 <= output.count("\n") + 1 <= MAX_LINES and bool(output.strip())
 
 
@@ -63,6 +64,8 @@ def package_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
     """A per-family sample of each package's observations, as pool rows."""
     rows = []
     for path in sorted((cache / "observations").glob("*.jsonl")):
+        if not path.with_suffix(".json").exists():
+            continue  # the scratch projects of jobs/build_encoder_data.py: generated code, not a real source
         info = json.loads(path.with_suffix(".json").read_text())
         name, version = info["package"], info["version"]
         if is_reserved(name):
@@ -127,6 +130,71 @@ def long_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
+# Resolver conflicts agents meet: real packages pinned against their own declared requirements.
+PIP_CONFLICTS = (("arrow==1.3.0", "python-dateutil==2.6.1"), ("jinja2==3.1.4", "markupsafe==1.1.1"),
+                 ("isort==5.13.2", "python-dateutil==2.9.0.post0", "arrow==0.10.0", "six==1.10.0"),
+                 ("mistune==3.0.2", "tqdm==4.66.4", "tomli==1.0.0", "platformdirs==99.0"))
+
+
+def _source_root(folder: Path) -> Path:
+    """The sdist's own top folder inside its unpack folder (as ``dataset.packages.unpack`` returns it)."""
+    entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
+    return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
+
+
+def extra_rows(cache: Path) -> list[dict[str, Any]]:
+    """Families the per-package sample leaves thin: strict type checks, whole test suites, resolver
+    failures against the real index, and tracebacks of imports run with warnings as errors."""
+    rows = []
+    python = sys.executable
+    for info_file in sorted((cache / "observations").glob("*.json")):
+        info = json.loads(info_file.read_text())
+        name, version = info["package"], info["version"]
+        src = cache / "src" / f"{name}-{version}"
+        if is_reserved(name) or not src.is_dir():
+            continue
+        src = _source_root(src)
+        source, licence, versions = f"pypi:{name}", _licence(src), f"{name} {version}"
+        packages = sorted({p.parent.relative_to(src).parts[0] for p in src.glob("*/__init__.py")} |
+                          {p.parent.relative_to(src).as_posix() for p in src.glob("src/*/__init__.py")})
+        packages = [p for p in packages if not p.startswith(("test", "doc", "example"))][:1]
+        commands: list[tuple[str, list[str]]] = []
+        if packages:
+            commands.append(("type_check", [python, "-m", "mypy", "--strict", "--ignore-missing-imports",
+                                            "--no-color-output", "--no-incremental", packages[0]]))
+            module = packages[0].split("/")[-1]
+            commands.append(("python_traceback", [python, "-W", "error", "-X", "dev", "-c",
+                                                  f"import {module}, pkgutil, importlib\n"
+                                                  f"for m in pkgutil.walk_packages({module}.__path__, '{module}.'):\n"
+                                                  "    importlib.import_module(m.name)"]))
+        for tests in ("tests", "test", "testing"):
+            if (src / tests).is_dir():
+                commands.append(("test_output", [python, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider",
+                                                 "-x", tests]))
+                break
+        for family, argv in commands:
+            env_path = f"{src}:{src / 'src'}"
+            try:
+                done = subprocess.run(argv, cwd=src, env={**ENV, "PYTHONPATH": env_path, "MYPY_CACHE_DIR": "/tmp/mypy"},
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180, check=False)
+            except subprocess.TimeoutExpired:
+                continue
+            output = done.stdout.decode("utf-8", "replace")
+            if family == "python_traceback" and "Traceback" not in output:
+                continue
+            if _usable(output):
+                command = " ".join(argv).replace(python, "python").replace("\n", "; ")
+                rows.append(_row(source, family, command, f"{name}-{version} (unpacked sdist)", done.returncode,
+                                 output, versions, licence))
+    for pins in PIP_CONFLICTS:
+        argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-cache-dir", *pins]
+        code, output = _run(argv, Path("/tmp"), timeout=300)
+        if code is not None and _usable(output):
+            rows.append(_row("pypi:resolver-conflicts", "pip_install", " ".join(argv).replace(python, "python"), "/tmp",
+                             code, output, "pip (the project's venv)", "the packages' own licences"))
+    return rows
+
+
 def repo_rows(repo: Path, source: str, licence: str, seed: int = 0) -> list[dict[str, Any]]:
     """Real git history: log in its usual forms, show, diff between commits, blame, over ``repo``."""
     code, log = _run(["git", "log", "--format=%H"], repo)
@@ -143,6 +211,13 @@ def repo_rows(repo: Path, source: str, licence: str, seed: int = 0) -> list[dict
         ("git_log", ["git", "log", "-p", "-n", "3", "--", rng.choice(tracked)]),
         ("git_log", ["git", "log", "--format=%h %ad %s", "--date=short", "--", "docs"]),
     ]
+    paths = rng.sample(tracked, min(24, len(tracked)))
+    commands += [("git_log", ["git", "log", "-n", "8", "--", p]) for p in paths[:8]]
+    commands += [("git_log", ["git", "log", "--format=fuller", "--stat", "-n", "6", "--", p]) for p in paths[8:14]]
+    commands += [("git_log", ["git", "log", "--oneline", "--", p]) for p in paths[14:20]]
+    commands += [("git_log", ["git", "log", "--oneline", "-S", word]) for word in ("init_ray", "fail open", "zstd",
+                                                                                  "Retry-After", "max_steps")]
+    commands += [("git_log", ["git", "log", "-i", "--grep", word]) for word in ("encoder", "serve", "resume", "test")]
     commands += [("git_diff", ["git", "show", "--stat", "-p", c]) for c in rng.sample(commits, 8)]
     commands += [("git_diff", ["git", "diff", f"{c}~1", c, "--", "squeez_ray"]) for c in rng.sample(commits[:-1], 4)]
     commands += [("git_blame", ["git", "blame", "--", f]) for f in rng.sample([f for f in tracked if f.endswith(".py")], 8)]
@@ -170,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     from squeez_ray.io_utils import write_text_atomic
 
     cache = Path(args.cache)
-    rows = package_rows(cache, args.seed) + long_rows(cache, args.seed)
+    rows = package_rows(cache, args.seed) + long_rows(cache, args.seed) + extra_rows(cache)
     if args.repo:
         rows += repo_rows(Path(args.repo), args.repo_source, args.repo_licence, args.seed)
     unique = list({r["output_id"]: r for r in rows}.values())

@@ -22,7 +22,8 @@ negative (difficulty "negative"). difficulty: easy | medium | semantic | negativ
 Validate with: python jobs/hand_label.py check LABELS.jsonl --pool POOL"""
 
 
-def render_output(row: Mapping[str, Any], index: int, total: int) -> str:
+def render_output(row: Mapping[str, Any], index: int, total: int, queries: Sequence[str] = ()) -> str:
+    """One output, numbered. ``queries``: a blind second labelling answers these (their gold is not shown)."""
     lines = split_lines(row["tool_output"])
     width = len(str(len(lines)))
     header = [
@@ -30,13 +31,24 @@ def render_output(row: Mapping[str, Any], index: int, total: int) -> str:
         f"OUTPUT {index} of {total}   output_id: {row['output_id']}",
         f"family: {row['family']}   source: {row['source']}   exit code: {row.get('exit_code')}   lines: {len(lines)}",
         f"command: {row['command']}",
+        *(f"QUERY TO ANSWER: {query}" for query in queries),
         "-" * 100,
     ]
     body = [f"{n:>{width}} | {line}" for n, line in enumerate(lines, start=1)]
     return "\n".join(header + body + [f"END OF {row['output_id']}", ""])
 
 
-def render_batch(rows: Sequence[Mapping[str, Any]], *, title: str = "") -> str:
+BLIND_HELP = """\
+BLIND SECOND LABELLING: each output lists the QUERY TO ANSWER (written by the first labeller, whose gold
+you do not see). Keep the query text exactly as given, pick the gold yourself, and write "pass": "B".
+The answer may be absent: then gold [] and difficulty "negative"."""
+
+
+def render_batch(rows: Sequence[Mapping[str, Any]], *, title: str = "",
+                 queries: Mapping[str, Sequence[str]] | None = None) -> str:
+    """A batch; with ``queries`` (output_id -> queries) it is a blind-labelling batch."""
+    helps = LABEL_FILE_HELP + ("\n" + BLIND_HELP if queries else "")
     head = [f"# {title}" if title else "# labelling batch", f"# {len(rows)} outputs", "#",
-            *(f"# {line}" for line in LABEL_FILE_HELP.splitlines()), ""]
-    return "\n".join(head + [render_output(row, i, len(rows)) for i, row in enumerate(rows, start=1)])
+            *(f"# {line}" for line in helps.splitlines()), ""]
+    return "\n".join(head + [render_output(row, i, len(rows), (queries or {}).get(row["output_id"], ()))
+                             for i, row in enumerate(rows, start=1)])

@@ -125,3 +125,15 @@ def test_score_row_is_the_same_for_a_result_and_its_dict():
     assert from_object == from_dict
     assert from_object["recall"] == 1.0 and from_object["precision"] == 0.5 and from_object["tool_type"] == "grep"
     assert from_object["pred_spans"] == [[2, 3]]
+
+
+def test_a_system_may_name_its_own_checkpoint():
+    from squeez_ray.backends import BackendOptions
+    from squeez_ray.evaluate.runner import SystemSpec
+
+    spec = SystemSpec.parse("encoder=encoder-v2@runs/encoder/v2")
+    assert (spec.backend, spec.label, spec.model) == ("encoder", "encoder-v2", "runs/encoder/v2")
+    assert spec.options(BackendOptions(model="other")).model == "runs/encoder/v2"
+    plain = SystemSpec.parse("encoder")
+    assert plain.label == "encoder" and plain.model is None
+    assert plain.options(BackendOptions(model="shared")).model == "shared"

@@ -1,0 +1,159 @@
+"""Hand labelling: pool rows, rendering, the label checker and the file teacher's row function."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from squeez_ray.handlabel.batches import plan_batches
+from squeez_ray.handlabel.labels import check_label, check_label_files
+from squeez_ray.handlabel.pool import check_pool_row, make_output_id, read_pool, write_pool
+from squeez_ray.handlabel.render import render_output
+from squeez_ray.handlabel.reserved import is_reserved, reserved_use
+from squeez_ray.label.file_teacher import INVALID_LABEL, NO_LABEL, file_label
+from squeez_ray.label.stages import WORKING_DEFAULTS
+from squeez_ray.schema import DataError
+
+OUTPUT = "\n".join(f"line {i} of a test run" for i in range(1, 21))
+
+
+def pool_row(output: str = OUTPUT, source: str = "pypi:six", family: str = "test_output", command: str = "pytest -q"):
+    return {"output_id": make_output_id(source, command, output), "source": source, "family": family,
+            "command": command, "cwd": ".", "exit_code": 1, "tool_output": output, "versions": "x 1.0",
+            "licence": "MIT", "collected_at": "2026-11-23"}
+
+
+def label(row, **kw):
+    base = {"output_id": row["output_id"], "query": "which test fails", "gold": [[3, 4]], "difficulty": "easy",
+            "pass": "A", "labeller": "A/test"}
+    return {**base, **kw}
+
+
+def test_output_id_proves_the_output_was_not_edited():
+    row = pool_row()
+    assert check_pool_row(row)["output_id"] == row["output_id"]
+    edited = {**row, "tool_output": row["tool_output"].replace("line 3", "line three")}
+    with pytest.raises(DataError, match="edited after collection"):
+        check_pool_row(edited)
+
+
+def test_pool_rejects_reserved_sources_and_unknown_families():
+    with pytest.raises(DataError, match="reserved for evaluation"):
+        check_pool_row(pool_row(source="pypi:more_itertools"))
+    with pytest.raises(DataError, match="reserved for evaluation"):
+        check_pool_row(pool_row(source="logs:apt", command="cat /var/log/apt/history.log"))
+    with pytest.raises(DataError, match="unknown family"):
+        check_pool_row(pool_row(family="weather"))
+
+
+@pytest.mark.parametrize("name,reserved", [("click", True), ("More_Itertools", True), ("npm:ky", True),
+                                           ("pypi/Markdown", True), ("six", False), ("mistune", False)])
+def test_reserved_names_are_matched_like_pypi_names(name, reserved):
+    assert is_reserved(name) is reserved
+
+
+def test_shipped_data_configs_use_no_reserved_source():
+    import yaml
+
+    config = yaml.safe_load(open("jobs/configs/encoder_data.yaml"))
+    used = [p["name"] for p in config["packages"]]
+    assert [n for n in used if is_reserved(n)] == []
+    assert reserved_use("dpkg:x", "dpkg -s bash") is not None
+
+
+def test_pool_round_trips_through_zstd_parquet(tmp_path):
+    rows = [pool_row(), pool_row(source="npm:zod", family="type_check", command="tsc --noEmit")]
+    assert write_pool(rows, tmp_path / "pool.parquet") == 2
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "pool.parquet").metadata.row_group(0).column(0).compression == "ZSTD"
+    assert read_pool(tmp_path / "pool.parquet") == {r["output_id"]: r for r in rows}
+
+
+def test_render_numbers_every_line_as_the_span_contract_counts():
+    row = pool_row(output="first\n\n  indented\tTab\r\nlast")
+    text = render_output(row, 1, 1)
+    assert f"output_id: {row['output_id']}" in text and "command: pytest -q" in text
+    body = text.split("-" * 100 + "\n", 1)[1].split("\nEND OF")[0].split("\n")
+    assert body == ["1 | first", "2 | ", "3 |   indented\tTab\r", "4 | last"]
+
+
+def test_batches_are_bounded_by_outputs_and_lines():
+    rows = [pool_row(output="\n".join(["x"] * n), source=f"pypi:p{i}") for i, n in enumerate([10, 900, 50, 3000, 20])]
+    batches = plan_batches(rows, max_outputs=3, max_lines=1000, seed=1)
+    assert sorted(r["output_id"] for b in batches for r in b) == sorted(r["output_id"] for r in rows)
+    for batch in batches:
+        assert len(batch) <= 3
+        assert len(batch) == 1 or sum(r["tool_output"].count("\n") + 1 for r in batch) <= 1000
+
+
+def test_a_good_label_has_no_problem():
+    row = pool_row()
+    assert check_label(label(row), {row["output_id"]: row}) == []
+    assert check_label(label(row, gold=[], difficulty="negative"), {row["output_id"]: row}) == []
+
+
+@pytest.mark.parametrize("change,field,message", [
+    ({"query": "  "}, "query", "is empty"),
+    ({"query": "what fails on line 12"}, "query", "line number"),
+    ({"query": "the error at conftest.py:12"}, "query", "line number"),
+    ({"gold": [[0, 2]]}, "gold", "out of range"),
+    ({"gold": [[19, 21]]}, "gold", "out of range"),
+    ({"gold": [[5, 6], [1, 2]]}, "gold", "not after the previous one"),
+    ({"gold": [[1, 2], [3, 4]]}, "gold", "not after the previous one"),
+    ({"gold": [[1, 3], [2, 5]]}, "gold", "not after the previous one"),
+    ({"gold": [[1, 1]], "difficulty": "negative"}, "gold", "a negative has no gold"),
+    ({"gold": []}, "gold", "a positive needs gold"),
+    ({"gold": [[1, 11]]}, "gold", "more than half"),
+    ({"gold": "3-4"}, "gold", "list of [start, end]"),
+    ({"gold": [[1.5, 2]]}, "gold", "pair of integers"),
+    ({"difficulty": "hard"}, "difficulty", "not one of"),
+    ({"pass": ""}, "pass", "is missing"),
+    ({"labeller": None}, "labeller", "is missing"),
+])
+def test_each_rule_of_the_guide_is_checked(change, field, message):
+    row = pool_row()
+    problems = check_label(label(row, **change), {row["output_id"]: row})
+    assert any(f == field and message in m for f, m in problems), problems
+
+
+def test_a_query_that_pastes_a_long_gold_line_is_refused():
+    output = "\n".join(["ok"] * 10 + ["AssertionError: expected the parser to return three fields"] + ["ok"] * 9)
+    row = pool_row(output=output)
+    problems = check_label(label(row, query="AssertionError: expected the parser to return three fields", gold=[[11, 11]]),
+                           {row["output_id"]: row})
+    assert [f for f, _ in problems] == ["query"]
+
+
+def test_short_outputs_and_unknown_outputs_are_refused():
+    short = pool_row(output="a\nb\nc")
+    assert any("at least 5" in m for _, m in check_label(label(short, gold=[[1, 1]]), {short["output_id"]: short}))
+    assert check_label(label(short, output_id="pypi:six:nope"), {})[0][0] == "output_id"
+
+
+def test_label_files_report_every_problem_with_file_and_row(tmp_path):
+    row = pool_row()
+    path = tmp_path / "batch-001.A.jsonl"
+    lines = [json.dumps(label(row)), "{not json", json.dumps(label(row)), json.dumps(label(row, query="where is x", gold=[]))]
+    path.write_text("\n".join(lines) + "\n")
+    good, problems = check_label_files([path], {row["output_id"]: row})
+    assert len(good) == 1 and good[0]["label_file"] == "batch-001.A.jsonl"
+    rendered = [str(p) for p in problems]
+    assert any("row 2" in p and "not valid JSON" in p for p in rendered)
+    assert any("row 3" in p and "duplicates" in p for p in rendered)
+    assert any("row 4" in p and "a positive needs gold" in p for p in rendered)
+
+
+def test_file_teacher_makes_one_example_per_label_and_leaves_unlabelled_rows():
+    row = pool_row()
+    working = {"instance_id": row["output_id"], "repo": row["source"], "tool_type": row["family"],
+               "command": row["command"], "tool_output": row["tool_output"], "background_task": "", **WORKING_DEFAULTS}
+    labels = {row["output_id"]: [label(row), label(row, query="is anything skipped", gold=[], difficulty="negative")]}
+    out = file_label(working, labels)
+    assert [r["instance_id"] for r in out] == [f"{row['output_id']}#0", f"{row['output_id']}#1"]
+    assert json.loads(out[0]["spans"]) == [[3, 4]] and json.loads(out[1]["spans"]) == []
+    assert json.loads(out[0]["notes"]) == {"pass": "A", "labeller": "A/test", "difficulty": "easy"}
+    assert file_label(working, {})[0]["reject_reason"] == NO_LABEL
+    stale = {row["output_id"]: [label(row, gold=[[30, 31]])]}
+    assert file_label(working, stale)[0]["reject_reason"] == INVALID_LABEL
