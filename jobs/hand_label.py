@@ -46,15 +46,23 @@ def render(args: argparse.Namespace) -> int:
     if args.blind:  # a blind second labelling of pass-A examples: their outputs with the queries, no gold
         queries = blind_sample(labels, pool, args.blind, seed=args.seed)
         todo = [pool[i] for i in sorted(queries)]
+    elif args.second:  # outputs labelled once (of --family): a second, different example of each
+        asked: dict[str, list[str]] = {}
+        for raw in labels:
+            if raw.get("pass") == "A":
+                asked.setdefault(raw["output_id"], []).append(raw["query"])
+        queries = {i: q for i, q in asked.items() if len(q) == 1 and i in pool
+                   and (not args.family or pool[i]["family"] in args.family)}
+        todo = [pool[i] for i in sorted(queries)]
     else:
         todo = [r for r in pool.values() if r["output_id"] not in done
                 and (not args.family or r["family"] in args.family)]
     out = Path(args.out)
-    prefix = "blind" if args.blind else "batch"
+    prefix = "blind" if args.blind else "second" if args.second else "batch"
     first = 1 + len(list(out.glob(f"{prefix}-*.txt"))) if out.exists() else 1
     batches = plan_batches(todo, max_outputs=args.batch_outputs, max_lines=args.batch_lines, seed=args.seed)
     written = write_batches(batches[: args.limit] if args.limit else batches, out, first=first, queries=queries,
-                            prefix=prefix)
+                            prefix=prefix, second=bool(args.second))
     print(f"{len(pool)} outputs in the pool, {len(done)} already labelled, {len(todo)} to label: "
           f"{len(written)} batches in {out}")
     return 0
@@ -125,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--limit", type=int, help="write at most this many batches")
     p.add_argument("--blind", type=int, metavar="N",
                    help="instead: N pass-A examples of --labels for a blind second labelling (queries, no gold)")
+    p.add_argument("--second", action="store_true",
+                   help="instead: outputs of --family labelled once, for a second, different example each")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(run=render)
     p = commands.add_parser("check", help="validate label files against the pool")

@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.recalibrate:
         try:
-            calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share)
+            calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share,
+                                      config.calibration_objective)
         except (DataError, FileNotFoundError, ValueError) as error:
             print(f"train_encoder: {error}", file=sys.stderr)
             return 2

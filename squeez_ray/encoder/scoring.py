@@ -110,6 +110,41 @@ def threshold_for_kept_share(scores: Sequence[np.ndarray], labels: Sequence[np.n
             "positive_lines": int(flat_labels.sum()), "lines": int(flat_scores.size)}
 
 
+def threshold_for_best_f1(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap: int,
+                          max_kept_share: float = 0.1, candidates: int = 200) -> dict[str, float]:
+    """The threshold with the best mean per-example line F1 (as the evaluation scores: both empty is
+    1, one empty is 0), among those keeping on average at most ``max_kept_share`` of each output's
+    lines. Unlike a pooled recall or kept-share target, this counts every example once (long outputs
+    do not decide it) and rewards answering negatives with nothing."""
+    if not 0 < max_kept_share <= 1:
+        raise ValueError(f"max_kept_share must be in (0, 1], got {max_kept_share}")
+    flat = np.concatenate([np.asarray(x, dtype=np.float64) for x in scores])
+    grid = np.unique(np.quantile(flat, np.linspace(0.5, 1.0, candidates)))
+    gold = [set(np.flatnonzero(np.asarray(y) > 0) + 1) for y in labels]
+    best: dict[str, float] | None = None
+    for threshold in grid:
+        f1s, shares = [], []
+        for s, g in zip(scores, gold):
+            kept = set(select_lines(np.asarray(s), float(threshold), bridge_gap))
+            shares.append(len(kept) / max(len(s), 1))
+            tp = len(kept & g)
+            f1s.append(1.0 if not kept and not g else 0.0 if not kept or not g or not tp
+                       else 2 * tp / (len(kept) + len(g)))
+        point = {"threshold": float(threshold), "f1": float(np.mean(f1s)), "mean_kept_share": float(np.mean(shares)),
+                 "negatives_empty": float(np.mean([not any(s >= threshold) for s, g in zip(scores, gold) if not g]))
+                 if any(not g for g in gold) else float("nan")}
+        if point["mean_kept_share"] <= max_kept_share and (best is None or point["f1"] > best["f1"]):
+            best = point
+    if best is None:
+        raise ValueError(f"no threshold keeps at most {max_kept_share} of the lines")
+    flat_labels = np.concatenate([np.asarray(y, dtype=bool) for y in labels])
+    kept_flat = flat >= best["threshold"]
+    tp = int((kept_flat & flat_labels).sum())
+    return {**best, "objective": "f1", "max_kept_share": max_kept_share,
+            "recall": tp / max(int(flat_labels.sum()), 1), "precision": tp / max(int(kept_flat.sum()), 1),
+            "kept_share": float(kept_flat.mean()), "positive_lines": int(flat_labels.sum()), "lines": int(flat.size)}
+
+
 CURVE_RECALLS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
 

@@ -47,11 +47,15 @@ class EncoderTrainConfig:
     # When set, the threshold keeps this share of dev lines instead (a compression target, e.g. 0.1
     # for ~0.90 compression); the recall target's point stays in the stored curve.
     target_kept_share: float | None = None
+    # "f1": the threshold with the best mean per-example F1 on dev among those keeping on average at most
+    # target_kept_share (default 0.1) of each output; null: the kept-share or recall target above.
+    calibration_objective: str | None = None
     bridge_gap: int = 2
     # bfloat16: autocast matmuls (weights and optimiser stay fp32); ~2x faster on CPUs with bf16
     # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale; float32 turns it off.
     train_dtype: str = "bfloat16"
     threads_per_worker: int | None = None  # torch threads per worker; None: cpus_per_worker rounded up
+    train_fraction: float = 1.0  # train on this seeded share of the training examples (learning curves)
     max_steps: int = -1  # debug knob: stop after this many steps per epoch (-1: whole epoch)
     log_every: int = 10
     seed: int = 0
@@ -66,6 +70,10 @@ class EncoderTrainConfig:
             problems.append(f"num_workers: {self.num_workers} must be >= 1")
         if not 0 < self.target_recall <= 1:
             problems.append(f"target_recall: {self.target_recall} must be in (0, 1]")
+        if not 0 < self.train_fraction <= 1:
+            problems.append(f"train_fraction: {self.train_fraction} must be in (0, 1]")
+        if self.calibration_objective not in (None, "f1"):
+            problems.append(f"calibration_objective: {self.calibration_objective!r} must be null or 'f1'")
         if self.target_kept_share is not None and not 0 < self.target_kept_share <= 1:
             problems.append(f"target_kept_share: {self.target_kept_share} must be in (0, 1] or null")
         if self.train_dtype not in ("bfloat16", "float32"):
@@ -196,6 +204,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
     # (a run cut short by max_steps then still sees every source).
     random.Random(cfg.seed).shuffle(train_rows)
+    train_rows = train_rows[: max(1, round(cfg.train_fraction * len(train_rows)))]
     init_ray(log_to_driver=True)  # workers' step logs are the job's progress
     dataset = _window_dataset(train_rows, cfg, base)
     n_windows, n_positive, n_lines = _label_counts(dataset)
@@ -226,7 +235,8 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(state["model"])
     model.eval()
-    calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall, cfg.target_kept_share)
+    calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall, cfg.target_kept_share,
+                                   objective=cfg.calibration_objective, bridge_gap=cfg.bridge_gap)
     settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
                                base_model=str(base), calibration=calibration,
                                training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
@@ -266,9 +276,11 @@ def _mkdir(path: Path) -> Path:
 
 
 def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
-                     target_recall: float, target_kept_share: float | None = None) -> dict[str, Any]:
+                     target_recall: float, target_kept_share: float | None = None, *, objective: str | None = None,
+                     bridge_gap: int = 2) -> dict[str, Any]:
     """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
-    set), the whole dev curve, the ranking AUC, and the same per tool type."""
+    set, or the best dev F1 under that kept share for ``objective="f1"``), the whole dev curve, the
+    ranking AUC, and the same per tool type."""
     import numpy as np
 
     from squeez_ray.encoder.data import line_labels
@@ -278,13 +290,18 @@ def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: l
         calibration_curve,
         ranking_auc,
         score_lines,
+        threshold_for_best_f1,
         threshold_for_kept_share,
     )
 
     scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
     labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
-    point = (threshold_for_kept_share(scores, labels, target_kept_share) if target_kept_share
-             else calibrate_threshold(scores, labels, target_recall))
+    if objective == "f1":
+        point = threshold_for_best_f1(scores, labels, bridge_gap, target_kept_share or 0.1)
+    elif target_kept_share:
+        point = threshold_for_kept_share(scores, labels, target_kept_share)
+    else:
+        point = calibrate_threshold(scores, labels, target_recall)
     by_tool_type = breakdown_by_group(scores, labels, [r.get("tool_type") or "unknown" for r in dev_rows],
                                       point["threshold"])
     auc = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
@@ -292,7 +309,7 @@ def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: l
 
 
 def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
-                target_kept_share: float | None = None) -> dict[str, Any]:
+                target_kept_share: float | None = None, objective: str | None = None) -> dict[str, Any]:
     """Move a trained checkpoint's threshold to another dev recall target (no retraining).
 
     Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
@@ -306,14 +323,14 @@ def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
     if not (model_dir / ENCODER_CONFIG).exists():
         raise ValueError(f"{model_dir} is a bare encoder, not a trained squeez encoder checkpoint")
     calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall,
-                                   target_kept_share)
+                                   target_kept_share, objective=objective, bridge_gap=settings.bridge_gap)
     previous = settings.threshold
     settings.threshold, settings.calibration = calibration["threshold"], calibration
     write_json_atomic(model_dir / ENCODER_CONFIG, settings.to_json())
     manifest_path = model_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest.setdefault("recalibrations", []).append({"dev_data": dev_data, "target_recall": target_recall,
-                                                      "target_kept_share": target_kept_share,
+                                                      "target_kept_share": target_kept_share, "objective": objective,
                                                       "previous_threshold": previous, "calibration": calibration})
     manifest["calibration"] = calibration
     write_json_atomic(manifest_path, manifest)

@@ -59,12 +59,13 @@ def blind_sample(labels: Iterable[Mapping[str, Any]], pool: Mapping[str, Mapping
 
 
 def write_batches(batches: list[list[Mapping[str, Any]]], out: str | Path, *, first: int = 1,
-                  queries: Mapping[str, list[str]] | None = None, prefix: str = "batch") -> list[Path]:
+                  queries: Mapping[str, list[str]] | None = None, prefix: str = "batch",
+                  second: bool = False) -> list[Path]:
     out = Path(out)
     written = []
     for number, rows in enumerate(batches, start=first):
         name = f"{prefix}-{number:03d}"
-        write_text_atomic(out / f"{name}.txt", render_batch(rows, title=name, queries=queries))
+        write_text_atomic(out / f"{name}.txt", render_batch(rows, title=name, queries=queries, second=second))
         write_text_atomic(out / f"{name}.json", json.dumps(
             {"batch": name, "output_ids": [r["output_id"] for r in rows],
              "lines": sum(r["tool_output"].count("\n") + 1 for r in rows)}, indent=1) + "\n")

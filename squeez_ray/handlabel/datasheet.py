@@ -82,7 +82,17 @@ def render_datasheet(examples: Sequence[Mapping[str, Any]], pool: Mapping[str, M
     for family, rows in sorted(by_family.items(), key=lambda kv: -len(kv[1])):
         out.append(f"| {family} | {len(rows)} | {_pct(len(rows), n)} | {sum(bool(r['is_irrelevant']) for r in rows)} | "
                    f"{median(r['tool_output'].count(chr(10)) + 1 for r in rows)} |")
-    out += ["", "## Agreement", ""]
+    out += ["", "## How it was labelled", "",
+            "Labellers were agent sessions working as the teacher, one batch file at a time (25-40 numbered",
+            "outputs each), with LABELLING.md, the settled questions of docs/HANDLABEL.md and the checker. Each",
+            "composed every query and span itself; none ran code that chose lines. Two caveats, as they reported",
+            "them: on some very long, repetitive outputs (pgbench and nginx logs, minified bundles, 1,000+ line",
+            "compiler runs) several labellers located regions with grep/sed views before reading them rather than",
+            "paging every line; and the blind second labellers are instances of the same kind of labeller as the",
+            "first, so their agreement can overstate what two people would reach. Outputs under 5 lines were",
+            "skipped; second examples of an output (at most two) ask a different need, written by a labeller who",
+            "saw the first query but not its gold (`second-NNN.A.jsonl`).",
+            "", "## Agreement", ""]
     if agreement and agreement.get("pairs"):
         out += [f"Blind second labelling (pass B: same output and query, first gold hidden) of {agreement['pairs']} "
                 f"examples: line-level F1 **{agreement['line_f1']}**, exact agreement {agreement['exact']}; of "

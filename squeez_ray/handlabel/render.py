@@ -22,8 +22,10 @@ negative (difficulty "negative"). difficulty: easy | medium | semantic | negativ
 Validate with: python jobs/hand_label.py check LABELS.jsonl --pool POOL"""
 
 
-def render_output(row: Mapping[str, Any], index: int, total: int, queries: Sequence[str] = ()) -> str:
-    """One output, numbered. ``queries``: a blind second labelling answers these (their gold is not shown)."""
+def render_output(row: Mapping[str, Any], index: int, total: int, queries: Sequence[str] = (),
+                  query_label: str = "QUERY TO ANSWER") -> str:
+    """One output, numbered. ``queries``: a blind second labelling answers these (their gold is not
+    shown); with ``query_label="ALREADY ASKED"`` they are the queries a new example must not repeat."""
     lines = split_lines(row["tool_output"])
     width = len(str(len(lines)))
     header = [
@@ -31,12 +33,16 @@ def render_output(row: Mapping[str, Any], index: int, total: int, queries: Seque
         f"OUTPUT {index} of {total}   output_id: {row['output_id']}",
         f"family: {row['family']}   source: {row['source']}   exit code: {row.get('exit_code')}   lines: {len(lines)}",
         f"command: {row['command']}",
-        *(f"QUERY TO ANSWER: {query}" for query in queries),
+        *(f"{query_label}: {query}" for query in queries),
         "-" * 100,
     ]
     body = [f"{n:>{width}} | {line}" for n, line in enumerate(lines, start=1)]
     return "\n".join(header + body + [f"END OF {row['output_id']}", ""])
 
+
+SECOND_HELP = """\
+SECOND QUERIES: each output lists the query it was ALREADY ASKED. Write one new example with a different
+information need (or a near-miss negative), "pass": "A"; never repeat or rephrase the listed query."""
 
 BLIND_HELP = """\
 BLIND SECOND LABELLING: each output lists the QUERY TO ANSWER (written by the first labeller, whose gold
@@ -45,10 +51,12 @@ The answer may be absent: then gold [] and difficulty "negative"."""
 
 
 def render_batch(rows: Sequence[Mapping[str, Any]], *, title: str = "",
-                 queries: Mapping[str, Sequence[str]] | None = None) -> str:
-    """A batch; with ``queries`` (output_id -> queries) it is a blind-labelling batch."""
-    helps = LABEL_FILE_HELP + ("\n" + BLIND_HELP if queries else "")
+                 queries: Mapping[str, Sequence[str]] | None = None, second: bool = False) -> str:
+    """A batch; with ``queries`` (output_id -> queries) a blind-labelling batch, or with ``second``
+    a batch asking for a second, different example of outputs labelled once."""
+    helps = LABEL_FILE_HELP + ("\n" + (SECOND_HELP if second else BLIND_HELP) if queries else "")
+    label = "ALREADY ASKED" if second else "QUERY TO ANSWER"
     head = [f"# {title}" if title else "# labelling batch", f"# {len(rows)} outputs", "#",
             *(f"# {line}" for line in helps.splitlines()), ""]
-    return "\n".join(head + [render_output(row, i, len(rows), (queries or {}).get(row["output_id"], ()))
+    return "\n".join(head + [render_output(row, i, len(rows), (queries or {}).get(row["output_id"], ()), label)
                              for i, row in enumerate(rows, start=1)])

@@ -119,3 +119,20 @@ def test_breakdown_by_tool_type_shows_the_weak_family():
     assert table["grep"]["auc"] == 1.0 and table["grep"]["recall"] == 1.0 and table["grep"]["precision"] == 1.0
     assert table["read_file"]["auc"] == 0.5 and table["read_file"]["recall"] == 0.0
     assert table["read_file"]["examples"] == 1 and table["read_file"]["lines"] == 3
+
+
+def test_f1_calibration_counts_each_example_once_and_respects_the_kept_share():
+    import numpy as np
+
+    from squeez_ray.encoder.scoring import threshold_for_best_f1
+
+    # Two positives whose gold line scores 0.9, one negative whose best line scores 0.5, one long
+    # output (100 lines) with a gold line at 0.7 and noise below 0.6.
+    scores = [np.array([0.1, 0.9, 0.2, 0.1]), np.array([0.9, 0.1, 0.1, 0.1]), np.array([0.5, 0.2, 0.1, 0.1]),
+              np.concatenate([[0.7], np.linspace(0.0, 0.59, 99)])]
+    labels = [np.array([0, 1, 0, 0]), np.array([1, 0, 0, 0]), np.zeros(4), np.concatenate([[1], np.zeros(99)])]
+    point = threshold_for_best_f1(scores, labels, bridge_gap=0, max_kept_share=0.5)
+    assert 0.59 < point["threshold"] <= 0.7  # keeps every gold line, drops the negative's 0.5
+    assert point["f1"] == 1.0 and point["negatives_empty"] == 1.0
+    tight = threshold_for_best_f1(scores, labels, bridge_gap=0, max_kept_share=0.2)
+    assert tight["mean_kept_share"] <= 0.2

@@ -31,8 +31,9 @@ def test_every_encoder_config_loads_and_validates():
     from squeez_ray.config import load_config
     from squeez_ray.encoder.train import EncoderTrainConfig
 
-    configs = sorted((REPO / "jobs" / "configs").glob("encoder_minilm*.yaml"))
-    assert len(configs) >= 3
+    configs = sorted([*(REPO / "jobs" / "configs").glob("encoder_minilm*.yaml"),
+                      *(REPO / "jobs" / "configs").glob("encoder_v*.yaml")])
+    assert len(configs) >= 4
     for path in configs:
         config = load_config(EncoderTrainConfig, path, [])
         assert config.validate() == [], path
