@@ -9,7 +9,8 @@ A label row (JSONL, one per example)::
 second labelling used for agreement). The checks are LABELLING.md's: the output exists in the pool
 and was not edited, a non-empty query that names no line number and does not quote the answer whole,
 spans in range, sorted, disjoint and not touching, a negative has no gold and a positive has some,
-gold at most half of the output, outputs of at least 5 lines, no duplicate example.
+gold at most half of the output, outputs of at least 5 lines, no duplicate example, at most two
+examples of one output per pass.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ DIFFICULTIES = ("easy", "medium", "semantic", "negative")
 MAX_QUERY_CHARS = 300
 MIN_OUTPUT_LINES = 5
 MAX_GOLD_SHARE = 0.5
+MAX_EXAMPLES_PER_OUTPUT = 2  # per pass: more would let one output dominate its source
 # "line 12", "lines 3-4", "L12", "foo.py:12": a query never points at a position in the output.
 _LINE_NUMBER = re.compile(r"\blines?\s*#?\d+|\bL\d+\b|\b[\w-]+\.\w{1,6}:\d+\b", re.IGNORECASE)
 
@@ -129,6 +131,7 @@ def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[st
     good: list[dict[str, Any]] = []
     problems: list[LabelProblem] = []
     seen: dict[tuple[str, str, str], str] = {}
+    per_output: dict[tuple[str, str], int] = {}
     for path in paths:
         rows, bad = read_label_rows(path)
         problems += bad
@@ -138,6 +141,11 @@ def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[st
             if key in seen:
                 found.append(("query", f"duplicates an example of {seen[key]} (same output, query and pass)"))
             seen.setdefault(key, f"{path} row {index}")
+            count_key = (key[0], key[2])
+            per_output[count_key] = per_output.get(count_key, 0) + 1
+            if per_output[count_key] > MAX_EXAMPLES_PER_OUTPUT:
+                found.append(("output_id", f"a {MAX_EXAMPLES_PER_OUTPUT + 1}rd example of this output in pass "
+                                           f"{key[2]} (at most {MAX_EXAMPLES_PER_OUTPUT})"))
             if found:
                 problems += [LabelProblem(str(path), index, f, m) for f, m in found]
             else:

@@ -157,3 +157,25 @@ def test_file_teacher_makes_one_example_per_label_and_leaves_unlabelled_rows():
     assert file_label(working, {})[0]["reject_reason"] == NO_LABEL
     stale = {row["output_id"]: [label(row, gold=[[30, 31]])]}
     assert file_label(working, stale)[0]["reject_reason"] == INVALID_LABEL
+
+
+def test_an_output_gets_at_most_two_examples_per_pass(tmp_path):
+    row = pool_row()
+    path = tmp_path / "labels.jsonl"
+    rows = [label(row, query=q) for q in ("which test fails", "what is skipped", "how long did it take")]
+    rows.append(label(row, query="which test fails", **{"pass": "B", "labeller": "B/test"}))
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    good, problems = check_label_files([path], {row["output_id"]: row})
+    assert len(good) == 3 and [p.row for p in problems] == [3] and "at most 2" in problems[0].message
+
+
+def test_ecosystem_collector_rows_are_pool_rows_and_short_outputs_are_dropped(tmp_path):
+    from squeez_ray.handlabel.ecosystems import Tree
+
+    (tmp_path / "a.txt").write_text("".join(f"line {i}\n" for i in range(1, 8)))
+    tree = Tree("npm:example", tmp_path, "MIT", "example 1.0")
+    tree.run("read_file", ["cat", "-n", "a.txt"])
+    tree.run("ls_find", ["ls", "a.txt"])  # one line: dropped, never padded
+    assert len(tree.rows) == 1
+    row = check_pool_row(tree.rows[0])
+    assert row["tool_output"].split("\n")[0] == "     1\tline 1" and row["command"] == "cat -n a.txt"
