@@ -103,8 +103,8 @@ def label_dataset(ds: Any, teacher: TeacherConfig, engine: Engine | None = None)
         ds = ds.flat_map(lambda row: file_label(row, labels)).materialize()
         unlabelled: list[tuple[str, str]] = []
         dropped += _count(ds, examples=seen)
-        for batch in ds.filter(lambda row: row["reject_reason"] == NO_LABEL).iter_rows():
-            unlabelled.append((batch["instance_id"], batch["command"]))  # a later label file may label it
+        for row in ds.filter(lambda row: row["reject_reason"] == NO_LABEL).iter_rows():
+            unlabelled.append((row["instance_id"], row["command"]))  # a later label file may label it
         ok = ds.filter(lambda row: not row["reject_reason"]).materialize()
         return LabelOutcome(ok, dropped, 0, 0, 0, unlabelled, seen)
     if engine is None:
