@@ -26,10 +26,9 @@ from pathlib import Path
 
 
 def _label_files(paths: list[str]) -> list[Path]:
-    files: list[Path] = []
-    for path in map(Path, paths):
-        files += sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
-    return files
+    from squeez_ray.handlabel.labels import label_files
+
+    return label_files(paths)
 
 
 def render(args: argparse.Namespace) -> int:

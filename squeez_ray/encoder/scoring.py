@@ -116,6 +116,8 @@ def threshold_for_best_f1(scores: Sequence[np.ndarray], labels: Sequence[np.ndar
     1, one empty is 0), among those keeping on average at most ``max_kept_share`` of each output's
     lines. Unlike a pooled recall or kept-share target, this counts every example once (long outputs
     do not decide it) and rewards answering negatives with nothing."""
+    from squeez_ray.evaluate.metrics import line_index_scores
+
     if not 0 < max_kept_share <= 1:
         raise ValueError(f"max_kept_share must be in (0, 1], got {max_kept_share}")
     flat = np.concatenate([np.asarray(x, dtype=np.float64) for x in scores])
@@ -127,9 +129,7 @@ def threshold_for_best_f1(scores: Sequence[np.ndarray], labels: Sequence[np.ndar
         for s, g in zip(scores, gold):
             kept = set(select_lines(np.asarray(s), float(threshold), bridge_gap))
             shares.append(len(kept) / max(len(s), 1))
-            tp = len(kept & g)
-            f1s.append(1.0 if not kept and not g else 0.0 if not kept or not g or not tp
-                       else 2 * tp / (len(kept) + len(g)))
+            f1s.append(line_index_scores(kept, g)[2])
         point = {"threshold": float(threshold), "f1": float(np.mean(f1s)), "mean_kept_share": float(np.mean(shares)),
                  "negatives_empty": float(np.mean([not any(s >= threshold) for s, g in zip(scores, gold) if not g]))
                  if any(not g for g in gold) else float("nan")}

@@ -21,13 +21,11 @@ def line_set(gold: Iterable[Sequence[int]]) -> set[int]:
 
 
 def line_f1(a: set[int], b: set[int]) -> float:
-    """Position-aware F1 of two line sets; both empty agree fully, exactly one empty not at all."""
-    if not a and not b:
-        return 1.0
-    if not a or not b:
-        return 0.0
-    tp = len(a & b)
-    return 0.0 if tp == 0 else 2 * tp / (len(a) + len(b))
+    """Position-aware F1 of two line sets (METRICS.md's line-index F1: both empty agree fully, exactly
+    one empty not at all)."""
+    from squeez_ray.evaluate.metrics import line_index_scores
+
+    return line_index_scores(a, b)[2]
 
 
 def _key(row: Mapping[str, Any]) -> tuple[str, str]:

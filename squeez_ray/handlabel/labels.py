@@ -44,6 +44,14 @@ class LabelProblem:
         return f"{self.path}: row {self.row}: field {self.field!r}: {self.message}"
 
 
+def label_files(paths: Iterable[str | Path]) -> list[Path]:
+    """Label files named directly or as folders of ``*.jsonl`` (sorted within a folder)."""
+    files: list[Path] = []
+    for path in map(Path, paths):
+        files += sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    return files
+
+
 def read_label_rows(path: str | Path) -> tuple[list[tuple[int, dict[str, Any]]], list[LabelProblem]]:
     """(row number, row) pairs of a JSONL label file, and the rows that are not JSON objects."""
     rows: list[tuple[int, dict[str, Any]]] = []

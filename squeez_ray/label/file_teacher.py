@@ -30,14 +30,13 @@ def load_labels(config: FileTeacherConfig) -> dict[str, list[dict[str, Any]]]:
     """Label rows of the chosen passes by output_id, in file order (JSON text, so Ray ships plain data)."""
     from pathlib import Path
 
-    from squeez_ray.handlabel.labels import read_label_rows
+    from squeez_ray.handlabel.labels import label_files, read_label_rows
     from squeez_ray.schema import DataError
 
-    files: list[Path] = []
     for path in map(Path, config.labels):
         if not path.exists():
             raise DataError("label file does not exist", path=path)
-        files += sorted(path.glob("*.jsonl")) if path.is_dir() else [path]
+    files = label_files(config.labels)
     by_output: dict[str, list[dict[str, Any]]] = {}
     for file in files:
         rows, problems = read_label_rows(file)
