@@ -179,3 +179,28 @@ def test_ecosystem_collector_rows_are_pool_rows_and_short_outputs_are_dropped(tm
     assert len(tree.rows) == 1
     row = check_pool_row(tree.rows[0])
     assert row["tool_output"].split("\n")[0] == "     1\tline 1" and row["command"] == "cat -n a.txt"
+
+
+def test_blind_sample_spreads_over_families_and_renders_its_queries():
+    from squeez_ray.handlabel.batches import blind_sample
+    from squeez_ray.handlabel.render import render_batch
+
+    rows = [pool_row(output=OUTPUT + f"\nextra {i}", family=f) for i, f in enumerate(["lint"] * 5 + ["grep"] * 5)]
+    pool = {r["output_id"]: r for r in rows}
+    labels = [label(r, query=f"q{i}") for i, r in enumerate(rows)]
+    chosen = blind_sample(labels, pool, 4, seed=1)
+    assert sum(len(q) for q in chosen.values()) == 4
+    assert sorted(pool[i]["family"] for i in chosen) == ["grep", "grep", "lint", "lint"]
+    text = render_batch([pool[i] for i in chosen], queries=chosen)
+    assert sum(line.startswith("QUERY TO ANSWER: ") for line in text.split("\n")) == 4
+    second = render_batch([rows[0]], queries={rows[0]["output_id"]: ["q0"]}, second=True)
+    assert "ALREADY ASKED: q0" in second and "QUERY TO ANSWER:" not in second
+
+
+def test_label_job_reads_a_jsonl_pool_as_observations(tmp_path):
+    from squeez_ray.label.job import _read_observations
+
+    path = tmp_path / "pool.jsonl"
+    path.write_text(json.dumps(pool_row()) + "\n")
+    [obs] = _read_observations(str(path))
+    assert obs["instance_id"] == pool_row()["output_id"] and obs["tool_type"] == "test_output"
