@@ -73,6 +73,8 @@ class RepruneConfig:
         source, target = Path(s.input_dir).resolve(), Path(s.output_dir).resolve()
         if not source.is_dir():
             problems.append(f"input {s.input_dir} is not a directory")
+        elif target.exists() and not target.is_dir():
+            problems.append(f"output {s.output_dir} is a file: give a folder (it is created if missing)")
         elif target == source or source in target.parents or target in source.parents:
             problems.append(f"output {s.output_dir} must lie outside input {s.input_dir} (inputs are never touched)")
         return problems
