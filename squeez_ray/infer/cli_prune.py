@@ -97,7 +97,7 @@ def main(argv: list[str]) -> int:
             return EXIT_OK
         except KeyboardInterrupt:  # Ctrl-C: the agent still gets its output (what was read)
             return run.answer_anyway("interrupted", EXIT_INTERRUPTED)
-        except Exception as error:  # a bug of ours after the input was read: never leave the pipe empty
+        except Exception as error:  # noqa: BLE001 - a bug of ours after the input was read: never leave the pipe empty
             return run.answer_anyway(f"internal error ({type(error).__name__}: {error})", EXIT_BACKEND)
 
 

@@ -43,8 +43,8 @@ def scan_tree(root: Path) -> InputTree:
                     tree.units.append(relative)
                     continue
                 if child.name.endswith(_RUN_SUFFIXES):
-                    tree.skipped.append((relative, "a directory named like a run file: not a run; its files, "
-                                                   "if any, are processed one by one"))
+                    why = "a directory named like a run file: not a run; its files, if any, are processed one by one"
+                    tree.skipped.append((relative, why))
                 walk(child)
             elif stat.S_ISREG(mode):
                 tree.units.append(relative)

@@ -10,9 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
-from test_cli_prune import RUNNER, SQUEEZ, answer_lines, env, make_log, squeez  # noqa: F401 (env: a fixture)
+from test_cli_prune import RUNNER, answer_lines, make_log, squeez
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> dict[str, str]:
+    """A clean environment: no user config, a private store, no inherited SQUEEZ_* settings."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
+    return clean
 
 
 def _stored_id(footer: bytes) -> str:
