@@ -313,6 +313,6 @@ def test_the_service_keeps_to_its_own_openapi_schema(base_url):
 
             try:
                 check()
-            except Unsatisfiable:  # nothing to get wrong: a route with no body and no parameters
-                assert mode is GenerationMode.NEGATIVE and operation.method.upper() == "GET", operation.label
+            except Unsatisfiable:  # nothing to get wrong: a route whose schema has no body and no parameters
+                assert mode is GenerationMode.NEGATIVE, operation.label
     assert {"POST /v1/prune", "POST /v1/prune/batch", "POST /v1/chat/completions"} <= set(labels)

@@ -72,3 +72,19 @@ def test_links_fifos_and_run_named_directories_are_reported_never_followed(tmp_p
     skipped = dict(tree.skipped)
     assert "FIFO" in skipped["pipe.jsonl"] and "directory" in skipped["named.traj"]
     assert pending_units(RepruneConfig(settings=settings(runs, tmp_path / "out")))[0] == ["notes.txt"]
+
+
+def test_a_link_is_copied_as_the_same_link_and_the_report_names_skipped_paths(tmp_path):
+    from squeez_ray.trajectories import report
+    from squeez_ray.trajectories.tree import copy_link
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "leak.traj").symlink_to("/etc/hostname")
+    copy_link(tmp_path / "runs" / "leak.traj", tmp_path / "out" / "sub" / "leak.traj")
+    copy_link(tmp_path / "runs" / "leak.traj", tmp_path / "out" / "sub" / "leak.traj")  # a rerun replaces it
+    assert os.readlink(tmp_path / "out" / "sub" / "leak.traj") == "/etc/hostname"
+    summary = report.summarize([], "characters / 4")
+    summary |= {"skipped": [{"path": "pipe.jsonl", "why": "not a regular file (FIFO): not copied"}],
+                "links_copied": ["leak.traj"]}
+    text = report.markdown(summary, {})
+    assert "`pipe.jsonl`: not a regular file (FIFO)" in text and "`leak.traj`" in text
