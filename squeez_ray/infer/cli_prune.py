@@ -297,7 +297,8 @@ class _Run:
 
     def answer_anyway(self, why: str, code: int) -> int:
         """After an interrupt or a bug: the full input (if read and nothing was written yet), and ``code``."""
-        if self.input_read and not self.wrote:
+        strict = bool(self.settings.strict) if self.settings else bool(self.args.strict)
+        if self.input_read and not self.wrote and not strict:
             if not self._mine and not self._claim():  # the watchdog is answering and will end the process
                 threading.Event().wait()
             self._mine = True
