@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# A worktree outside the main checkout names the shared folder with SQUEEZ_TEST_SHARED.
+SHARED = Path(os.environ.get("SQUEEZ_TEST_SHARED") or REPO.parent / "shared")
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -99,7 +99,9 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
     labels = [s.label for s in systems]
     if len(set(labels)) != len(labels):
         raise BackendError(f"each system needs its own label, got {labels}; use NAME=LABEL to tell them apart")
-    examples = read_examples(data, split=split)[:limit]
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise BackendError(f"--out {out_dir} is a file: give a folder (it is created if missing)")
+    examples = read_examples(data, split=split, for_evaluation=True)[:limit]
     out = Path(out_dir)
     fingerprint = examples_fingerprint(examples)
     _, token_note = token_counter(options)

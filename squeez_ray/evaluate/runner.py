@@ -154,7 +154,9 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     labels = [s.label for s in systems]
     if len(set(labels)) != len(labels):
         raise BackendError(f"each system needs its own label, got {labels}; use NAME=LABEL to tell them apart")
-    examples = read_examples(data, split=split)
+    if Path(out_dir).exists() and not Path(out_dir).is_dir():
+        raise BackendError(f"--out {out_dir} is a file: give a folder (it is created if missing)")
+    examples = read_examples(data, split=split, for_evaluation=True)
     if limit is not None:
         examples = examples[:limit]
     out = Path(out_dir)

@@ -80,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--store", dest="store_outputs", action=argparse.BooleanOptionalAction, default=None,
                         help="keep the full output for `squeez show ID` (default: on)")
     parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
+                        help="prune even when the full output cannot be kept for `squeez show` (default: pass "
+                             "it through unpruned)")
     add_backend_arguments(parser)
     return parser
 
@@ -87,12 +90,15 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     with _reserved_stdout() as (out, owned):
+        run = _Run(args, out, release_early=owned)
         try:
-            return _Run(args, out, release_early=owned).run()
+            return run.run()
         except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
             return EXIT_OK
-        except KeyboardInterrupt:
-            return EXIT_INTERRUPTED
+        except KeyboardInterrupt:  # Ctrl-C: the agent still gets its output (what was read)
+            return run.answer_anyway("interrupted", EXIT_INTERRUPTED)
+        except Exception as error:  # noqa: BLE001 - a bug of ours after the input was read: never leave the pipe empty
+            return run.answer_anyway(f"internal error ({type(error).__name__}: {error})", EXIT_BACKEND)
 
 
 @dataclass
@@ -114,6 +120,10 @@ class _Run:
         self.settings: Any = None
         self.input = _Input(b"")
         self.load_s = 0.0
+        self.input_read = False
+        self._mine = False  # the main thread holds the answer lock
+        self.wrote = False  # something reached ``out`` already (then a late failure cannot restart the answer)
+        self.stored: tuple[str | None, str | None] | None = None  # (store id, note) once the store was tried
 
     # -- flow -------------------------------------------------------------------------------------
 
@@ -129,6 +139,7 @@ class _Run:
         except UsageError as error:
             _note(str(error))
             return EXIT_USAGE
+        self.input_read = True
         if config_error is None and not (self.args.query or "").strip():
             config_error = "a query is required: some_command | squeez \"what you need from its output\""
         if config_error is None:
@@ -153,6 +164,12 @@ class _Run:
 
     def _prune(self) -> int:
         s = self.settings
+        if s.store_outputs:  # keep the full output first: if it cannot be kept, do not cut it
+            stored_id, store_note = self._keep_full_output()
+            if stored_id is None and not s.lossy:
+                return self._pass_through(f"the full output cannot be kept for `squeez show` ({store_note}): "
+                                          "passed through unpruned (--lossy or SQUEEZ_LOSSY=true prunes anyway)",
+                                          quiet=False)
         text = self.input.data.decode("utf-8", errors="replace")  # what the model reads
         watchdog = threading.Timer(s.timeout_s, self._on_timeout)
         watchdog.daemon = True
@@ -177,13 +194,15 @@ class _Run:
             watchdog.cancel()
             if not self._claim():  # the watchdog is answering and will end the process
                 threading.Event().wait()
+            self._mine = True
             if failure is not None:
                 return self._backend_failed(failure)
             return self._answer_pruned(result)
         finally:
             watchdog.cancel()
             # End-of-file for the reader now: an engine's shut-down (seconds for vLLM) is not its wait.
-            if self.release_early:
+            # Not before an answer was written: an interrupt or a bug still owes the reader the input.
+            if self.release_early and self.wrote:
                 _release(self.out)
             else:
                 with contextlib.suppress(OSError, ValueError):
@@ -204,8 +223,8 @@ class _Run:
             exact_lines = split_lines(self.input.data.decode("utf-8", errors="surrogateescape"))
             body = render(exact_lines, result.spans, line_numbers=s.line_numbers, markers=s.markers)
             if result.kept_lines:  # (a single kept empty line still gets its newline)
-                self.out.write(body.encode("utf-8", errors="surrogateescape") + b"\n")
-            self.out.write(self._footer(result, stored_id, store_note).encode() + b"\n")
+                self._emit(body.encode("utf-8", errors="surrogateescape") + b"\n")
+            self._emit(self._footer(result, stored_id, store_note).encode() + b"\n")
         self.out.flush()
         if store_note:
             _note(store_note)
@@ -222,13 +241,17 @@ class _Run:
         return f"[squeez: {kept} ({self.settings.backend}); {where}]"
 
     def _keep_full_output(self) -> tuple[str | None, str | None]:
+        """(store id, note): the id is None when the output could not be kept; tried once per run."""
         s = self.settings
         if not s.store_outputs:
             return None, None
-        try:
-            return _open_store(s).put(self.input.data).id, None
-        except StoreError as error:
-            return None, f"store: {error}"
+        if self.stored is None:
+            try:
+                kept = _open_store(s).put(self.input.data)
+                self.stored = kept.id, (f"store: {kept.note}" if kept.note else None)
+            except (StoreError, OSError) as error:
+                self.stored = None, f"store: {error}"
+        return self.stored
 
     def _pass_through(self, reason: str, *, quiet: bool, keep: bool = False) -> int:
         """The whole input, unchanged, exit 0; ``keep`` stores it when JSON cannot hold it exactly."""
@@ -244,7 +267,7 @@ class _Run:
             backend = self.settings.backend if self.settings else None
             self._write_json(unpruned_result(self._read_rest_text(), reason, model=backend), stored_id)
         else:
-            self.out.write(self.input.data)
+            self._emit(self.input.data)
             if self.input.rest is not None:
                 shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
         self.out.flush()
@@ -271,6 +294,20 @@ class _Run:
             self._write_json(empty, None)
         _note("empty input: nothing to prune (did the command before the pipe write to stderr?)")
         return EXIT_OK
+
+    def answer_anyway(self, why: str, code: int) -> int:
+        """After an interrupt or a bug: the full input (if read and nothing was written yet), and ``code``."""
+        strict = bool(self.settings.strict) if self.settings else bool(self.args.strict)
+        if self.input_read and not self.wrote and not strict:
+            if not self._mine and not self._claim():  # the watchdog is answering and will end the process
+                threading.Event().wait()
+            self._mine = True
+            with contextlib.suppress(OSError, ValueError):
+                self._write_whole_input(why)
+                _note(f"{why}; passed the full output through unpruned")
+                return code
+        _note(why)
+        return code
 
     def _on_timeout(self) -> None:
         """Watchdog thread: answer with the full output and end the process, whatever the backend is doing.
@@ -304,7 +341,11 @@ class _Run:
     def _write_json(self, result: PruneResult, stored_id: str | None) -> None:
         payload = result.to_dict()
         payload["store_id"] = stored_id
-        self.out.write(json.dumps(payload, ensure_ascii=False).encode("utf-8", errors="replace") + b"\n")
+        self._emit(json.dumps(payload, ensure_ascii=False).encode("utf-8", errors="replace") + b"\n")
+
+    def _emit(self, data: bytes) -> None:
+        self.wrote = True
+        self.out.write(data)
 
     def _read_rest_text(self) -> str:
         data = self.input.data + (self.input.rest.read() if self.input.rest is not None else b"")
@@ -411,13 +452,18 @@ def show_main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
+    except ConfigError as error:
+        # `show` needs only the store: a config that cannot prune must not hide the outputs kept so far.
+        settings = settings_mod.store_only_settings(args.store_dir, config_path=args.config)
+        _note(f"config ignored, reading the store {_open_store(settings).root}: {error}")
+    try:
         data = _open_store(settings).get(args.id)
     except OSError as error:
         _note(f"cannot read the store: {error}")
         return EXIT_BACKEND
-    except (ConfigError, StoreError) as error:
+    except StoreError as error:
         _note(str(error))
-        return EXIT_USAGE if isinstance(error, ConfigError) else EXIT_BACKEND
+        return EXIT_BACKEND
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -18,6 +18,7 @@ the file or variable, the key, the value and what was allowed.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import types
 import typing
@@ -44,6 +45,9 @@ class CommandSettings:
     store_outputs: bool = True  # keep the full output of each pruned call for `squeez show ID`
     store_dir: str | None = None  # None: ~/.cache/squeez/store
     store_max_mb: float = 256.0  # oldest entries are evicted beyond this
+    # Prune even when the full output cannot be kept for `squeez show` (read-only HOME, sandbox):
+    # off by default, so that a pipe never drops lines it cannot give back.
+    lossy: bool = False
     # Inputs bigger than this are streamed through unpruned: no backend prunes them inside any sane
     # timeout, and streaming keeps memory flat however large the input is.
     max_input_mb: float = 16.0
@@ -88,8 +92,9 @@ def _validate(self: Any) -> list[str]:
 
     for name in ("timeout_s", "store_max_mb", "max_input_mb"):
         value = number(name)
-        if value is not None and value <= 0:
-            problems.append(f"{name}: must be > 0, got {value!r}")
+        # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
+        if value is not None and not (math.isfinite(value) and value > 0):
+            problems.append(f"{name}: must be a finite number > 0, got {value!r}")
     value = number("min_lines")
     if value is not None and value < 0:
         problems.append(f"min_lines: must be >= 0, got {value!r}")
@@ -144,6 +149,29 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     if problems:
         raise ConfigError(problems)
     return settings
+
+
+def store_only_settings(store_dir: str | None, env: typing.Mapping[str, str] | None = None,
+                        config_path: str | None = None) -> Any:
+    """Where the store is when the full config does not resolve: the flag, ``SQUEEZ_STORE``, the config
+    file's ``store_dir`` if that one key is readable, else the default (``squeez show`` needs no more)."""
+    env = os.environ if env is None else env
+    settings = Settings()
+    settings.store_dir = store_dir or env.get(env_name("store_dir")) or _store_dir_from_file(env, config_path)
+    return settings
+
+
+def _store_dir_from_file(env: typing.Mapping[str, str], config_path: str | None) -> str | None:
+    import yaml
+
+    explicit = config_path or env.get("SQUEEZ_CONFIG")
+    path = Path(explicit).expanduser() if explicit else default_config_path(env)
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    value = data.get("store_dir") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
 
 
 def _env_values(env: typing.Mapping[str, str], problems: list[str]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ class StoreError(Exception):
 class Stored:
     id: str  # short id to show the user
     path: Path
+    note: str | None = None  # the output is kept, but eviction failed (the store may outgrow its bound)
 
 
 class OutputStore:
@@ -52,8 +53,15 @@ class OutputStore:
             write_bytes_atomic(path, data)  # rewriting identical bytes also makes it the newest entry
         except OSError as error:
             raise StoreError(f"cannot write to the store {self.root}: {error}") from None
-        self.evict(keep=path)
-        return Stored(digest[:SHORT_ID], path)
+        # The output is safely stored now: an eviction failure (an entry it cannot delete, a `.lock`
+        # that is not a file) must not cost the caller its answer, only a note.
+        problems: list[str] = []
+        try:
+            self.evict(keep=path, problems=problems)
+        except OSError as error:
+            problems.append(f"the lock {self.root / '.lock'}: {error}")
+        note = f"could not evict old outputs ({'; '.join(problems[:2])})" if problems else None
+        return Stored(digest[:SHORT_ID], path, note)
 
     def get(self, ident: str) -> bytes:
         return self.resolve(ident).read_bytes()
@@ -84,8 +92,10 @@ class OutputStore:
         out.sort()
         return out
 
-    def evict(self, keep: Path | None = None) -> list[Path]:
-        """Remove the oldest outputs until the total fits ``max_bytes``; never ``keep`` (the newest put)."""
+    def evict(self, keep: Path | None = None, problems: list[str] | None = None) -> list[Path]:
+        """Remove the oldest outputs until the total fits ``max_bytes``; never ``keep`` (the newest put).
+
+        An entry that cannot be removed is skipped (and described in ``problems`` when given)."""
         removed = []
         with self._lock():
             self._remove_stale_tmp()
@@ -96,16 +106,22 @@ class OutputStore:
                     break
                 if path == keep:
                     continue
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     path.unlink()
                     removed.append(path)
+                except FileNotFoundError:
+                    pass
+                except OSError as error:  # not ours to delete (permissions, a directory): skip it
+                    if problems is not None:
+                        problems.append(f"{path.name}: {error.strerror or error}")
+                    continue
                 total -= size
         return removed
 
     def _remove_stale_tmp(self) -> None:
         now = time.time()
         for path in self.root.glob(".*.tmp"):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone already, or not ours to delete
                 if now - path.stat().st_mtime > STALE_TMP_S:
                     path.unlink()
 

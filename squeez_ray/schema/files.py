@@ -30,12 +30,15 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _SAVED_DATASET_MARKERS = ("dataset_info.json", "state.json", "dataset_dict.json")
 
 
-def read_examples(path: str | Path, format: str | None = None, *, split: str | None = None) -> list[dict[str, Any]]:
+def read_examples(path: str | Path, format: str | None = None, *, split: str | None = None,
+                  for_evaluation: bool = False) -> list[dict[str, Any]]:
     """Canonical labelled rows from a JSONL or Parquet file, a folder of Parquet files, a
     ``datasets`` ``save_to_disk`` folder, or a Hub dataset id (``owner/name``, needs the Hub).
 
     ``format`` forces the row shape (``canonical``, ``cases``, ``squeez``); by default it is told
     from the columns. ``split`` picks one split of a dataset that holds several.
+    ``for_evaluation`` also refuses a blank query (no pruner can be scored on it) and an
+    ``instance_id`` seen before (per-example rows and resume are keyed by it).
     """
     if format is not None and format not in FORMATS:
         raise DataError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", path=path)
@@ -53,7 +56,23 @@ def read_examples(path: str | Path, format: str | None = None, *, split: str | N
         # A cases file's rows carry no source label: name them after the file (public_cases.jsonl -> public_cases).
         source = Path(file).stem if fmt == "cases" else None
         examples.extend(from_row(raw, fmt, path=file, row=n, source=source) for file, n, raw in items)
+    if for_evaluation:
+        _check_evaluable(examples, [(file, n) for items in by_file.values() for file, n, _ in items])
     return examples
+
+
+def _check_evaluable(examples: list[dict[str, Any]], where: list[tuple[str, int]]) -> None:
+    first_seen: dict[str, tuple[str, int]] = {}
+    for example, (file, n) in zip(examples, where):
+        ident = example.get("instance_id")
+        if not str(example.get("query") or "").strip():
+            raise DataError("empty query: an example needs the question its lines answer", path=file, row=n,
+                            field="query", instance_id=ident)
+        if ident in first_seen:
+            other_file, other_row = first_seen[ident]
+            raise DataError(f"duplicate instance_id (first at {other_file} row {other_row}): ids must be unique",
+                            path=file, row=n, field="instance_id", instance_id=ident)
+        first_seen[ident] = (file, n)
 
 
 def write_examples(rows: Iterable[Mapping[str, Any]], path: str | Path, format: str | None = None) -> int:

@@ -7,7 +7,8 @@ service has the same fields as ``squeez --json`` and the Python API.
 
 from __future__ import annotations
 
-from typing import Optional
+import re
+from typing import Any, Optional
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
@@ -20,6 +21,16 @@ EXAMPLE_OUTPUT = ("============================= test session starts ===========
                   "========================= 1 failed, 2 passed in 0.12s =========================")
 
 
+# A lone UTF-16 surrogate ("\ud800" in JSON: a client that cut a string mid-emoji) is valid JSON
+# but not Unicode text, and no answer holding one can be encoded. Each becomes U+FFFD, one character
+# for one, so line numbers and spans are those of what the client sent.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def replace_lone_surrogates(value: str) -> str:
+    return _LONE_SURROGATE.sub("\ufffd", value)
+
+
 class PruneOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -30,12 +41,23 @@ class PruneOptions(BaseModel):
 class _Item(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    query: StrictStr = Field(..., description="What the agent needs from this output (a short focused question).",
-                             examples=["which test failed and why"])
-    tool_output: StrictStr = Field(..., description="One raw tool output, as text. Lines are split on '\\n' only.",
-                                   examples=[EXAMPLE_OUTPUT])
+    # The schema states what the validators below enforce (minLength / pattern), so that clients and
+    # fuzzers see the contract; the validators keep their own, clearer messages.
+    query: StrictStr = Field(..., description="What the agent needs from this output (a short focused question); "
+                                              "not empty, not only whitespace.",
+                             examples=["which test failed and why"],
+                             json_schema_extra={"minLength": 1, "pattern": "\\S"})
+    tool_output: StrictStr = Field(..., description="One raw tool output, as text (no NUL characters). Lines are "
+                                                    "split on '\\n' only. Lone UTF-16 surrogates are answered as "
+                                                    "U+FFFD.",
+                                   examples=[EXAMPLE_OUTPUT], json_schema_extra={"pattern": "^[^\\u0000]*$"})
     tool_type: Optional[StrictStr] = Field(None, description="Optional hint: the tool that produced the output "
                                                              "(read_file, grep, pytest, git_log, ...).")
+
+    @field_validator("query", "tool_output", "tool_type")
+    @classmethod
+    def _unicode_text(cls, value: Optional[str]) -> Optional[str]:
+        return replace_lone_surrogates(value) if value is not None else None
 
     @field_validator("query")
     @classmethod
@@ -117,9 +139,33 @@ class Health(BaseModel):
     model: Optional[str] = Field(None, description="The served model id (model backends).")
 
 
+NOT_FOUND = {404: {"model": ErrorAnswer, "description": "No model behind this service (a baseline backend): "
+                                                       "the OpenAI-compatible routes have nothing to serve."}}
+
 ERROR_RESPONSES = {
     401: {"model": ErrorAnswer, "description": "Missing or wrong bearer token (only when a token is configured)."},
     413: {"model": ErrorAnswer, "description": "Body larger than the size limit, or too many batch items."},
-    422: {"model": ErrorAnswer, "description": "Invalid JSON, missing or empty query, non-text tool_output."},
+    422: {"model": ErrorAnswer, "description": "Invalid JSON (or not UTF-8, or nested too deeply), missing or empty "
+                                               "query, non-text tool_output."},
     503: {"model": ErrorAnswer, "description": "Queues full; retry after the Retry-After header's seconds."},
 }
+
+
+def openapi_with_limits(app: Any, max_batch_items: int, max_request_bytes: int) -> dict[str, Any]:
+    """The app's OpenAPI document with this deployment's limits in it (they are configured per
+    deployment, so the static models cannot carry them): ``maxItems`` on batch items, and the body
+    size in the 413 description. Cached on the app, as FastAPI caches its own."""
+    from fastapi.openapi.utils import get_openapi
+
+    schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+    batch = schema.get("components", {}).get("schemas", {}).get("BatchBody")
+    if batch:
+        batch["properties"]["items"]["maxItems"] = max_batch_items
+    for path in schema.get("paths", {}).values():
+        for operation in path.values():
+            too_large = operation.get("responses", {}).get("413")
+            if too_large:
+                too_large["description"] = (f"Body larger than {max_request_bytes} bytes, or more than "
+                                            f"{max_batch_items} batch items.")
+    app.openapi_schema = schema
+    return schema

@@ -26,8 +26,8 @@ from ray import serve
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
-from squeez_ray.serve.api import (ERROR_RESPONSES, BatchAnswer, BatchBody, Health, PruneAnswer, PruneBody,
-                                  PruneOptions)
+from squeez_ray.serve.api import (ERROR_RESPONSES, NOT_FOUND, BatchAnswer, BatchBody, Health, PruneAnswer,
+                                  PruneBody, PruneOptions, openapi_with_limits)
 from squeez_ray.serve.config import MODEL_BACKEND, ServeAppConfig
 from squeez_ray.serve.guard import GuardSettings, RequestGuard
 
@@ -71,9 +71,21 @@ async def _invalid_request(request: Request, error: RequestValidationError) -> J
 
 @app.exception_handler(StarletteHTTPException)
 async def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    if error.status_code == 400:  # FastAPI's "error parsing the body": the JSON is not text it can read
+        return _error(422, "invalid_request", await _unreadable_body(request))
     kinds = {404: "not_found", 405: "not_found", 413: "too_large", 401: "unauthorized"}
     return _error(error.status_code, kinds.get(error.status_code, "invalid_request"), str(error.detail),
                   getattr(error, "headers", None))
+
+
+async def _unreadable_body(request: Request) -> str:
+    """Why FastAPI could not read a JSON body (it says only 400 "error parsing the body")."""
+    body = await request.body()
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        return f"the body is not valid UTF-8 (byte {error.start}: {error.reason}); send JSON as UTF-8 text"
+    return "the body is JSON nested too deeply to read (arrays or objects inside each other over ~1000 levels)"
 
 
 @app.exception_handler(Exception)
@@ -119,6 +131,7 @@ class PruneIngress:
         self._limits = config.limits
         token = os.environ.get(config.auth_token_env) or None
         _guard_settings = GuardSettings(token=token, max_request_bytes=config.limits.max_request_bytes)
+        openapi_with_limits(app, config.limits.max_batch_items, config.limits.max_request_bytes)
         if config.backend == MODEL_BACKEND:
             from squeez_ray.serve.model_pruning import ModelPruning
 
@@ -181,12 +194,12 @@ class PruneIngress:
             return {"object": "list", "data": []}
         return await self._openai.models()
 
-    @app.post("/v1/chat/completions", responses=ERROR_RESPONSES,
+    @app.post("/v1/chat/completions", responses=ERROR_RESPONSES | NOT_FOUND,
               summary="OpenAI-compatible chat completions of the underlying model (vLLM)")
     async def chat(self, request: Request) -> Any:
         return await self._openai_call(request, "chat")
 
-    @app.post("/v1/completions", responses=ERROR_RESPONSES,
+    @app.post("/v1/completions", responses=ERROR_RESPONSES | NOT_FOUND,
               summary="OpenAI-compatible text completions of the underlying model (vLLM)")
     async def completions(self, request: Request) -> Any:
         return await self._openai_call(request, "completions")

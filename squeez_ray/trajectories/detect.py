@@ -24,21 +24,12 @@ _CODEX_TYPES = {"session_meta", "response_item", "turn_context", "event_msg", "c
 
 
 def discover_units(root: Path) -> list[str]:
-    """Relative paths (POSIX) of every file and V1 conversation directory under ``root``, sorted."""
-    units: list[str] = []
+    """Relative paths (POSIX) of every regular file and V1 conversation directory under ``root``, sorted.
 
-    def walk(folder: Path) -> None:
-        for child in sorted(folder.iterdir()):
-            if child.is_dir() and not child.is_symlink():
-                if openhands_v1.is_conversation_dir(child):
-                    units.append(child.relative_to(root).as_posix())
-                else:
-                    walk(child)
-            elif child.is_file():
-                units.append(child.relative_to(root).as_posix())
+    Symbolic links are never followed (``tree.scan_tree`` says what else the tree holds)."""
+    from squeez_ray.trajectories.tree import scan_tree
 
-    walk(root)
-    return units
+    return scan_tree(root).units
 
 
 def looks_like_trajectory(path: Path) -> bool:

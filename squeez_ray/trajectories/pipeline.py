@@ -26,7 +26,9 @@ from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.trajectories import report as report_mod
 from squeez_ray.ray_init import init_ray
-from squeez_ray.trajectories.detect import ADAPTERS, discover_units
+from squeez_ray.trajectories.detect import ADAPTERS
+from squeez_ray.trajectories.resume import redo_reason
+from squeez_ray.trajectories.tree import InputTree, copy_link, scan_tree
 from squeez_ray.trajectories.process import (
     STATE_DIR,
     RepruneSettings,
@@ -71,6 +73,8 @@ class RepruneConfig:
         source, target = Path(s.input_dir).resolve(), Path(s.output_dir).resolve()
         if not source.is_dir():
             problems.append(f"input {s.input_dir} is not a directory")
+        elif target.exists() and not target.is_dir():
+            problems.append(f"output {s.output_dir} is a file: give a folder (it is created if missing)")
         elif target == source or source in target.parents or target in source.parents:
             problems.append(f"output {s.output_dir} must lie outside input {s.input_dir} (inputs are never touched)")
         return problems
@@ -91,12 +95,20 @@ class RepruneWorker:
 
 
 def pending_units(config: RepruneConfig) -> tuple[list[str], list[str]]:
-    """(all units, units still to do): a unit is done when its marker matches its output."""
-    units = discover_units(Path(config.settings.input_dir))
-    clashes = [u for u in units if u.split("/")[0] in REPORT_FILES]
+    """(all units, units still to do): see ``resume.redo_reason``."""
+    _, units, reasons = scan_inputs(config)
+    return units, list(reasons)
+
+
+def scan_inputs(config: RepruneConfig) -> tuple[InputTree, list[str], dict[str, str]]:
+    """The input tree, its units, and each unit still to do with the reason."""
+    tree = scan_tree(Path(config.settings.input_dir))
+    units = tree.units
+    clashes = [u for u in units + tree.links if u.split("/")[0] in REPORT_FILES]
     if clashes:
         raise RepruneError(f"input holds {clashes[0]!r}, a name the job writes at the output root; rename it")
-    return units, [u for u in units if is_done(config.settings.output_dir, u) is None]
+    reasons = {u: why for u in units if (why := redo_reason(config.settings.output_dir, config.settings.input_dir, u))}
+    return tree, units, reasons
 
 
 def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
@@ -107,11 +119,16 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
     settings = config.settings
     started = time.time()
     _check_same_settings(config)
-    units, todo = pending_units(config)
+    tree, units, reasons = scan_inputs(config)
+    todo = list(reasons)
     shutil.rmtree(Path(settings.output_dir) / STATE_DIR / "tmp", ignore_errors=True)  # half-built dirs of a killed run
+    for link in tree.links:  # never followed: the same link in the output
+        copy_link(Path(settings.input_dir) / link, Path(settings.output_dir) / link)
     if echo:
+        why = {r: list(reasons.values()).count(r) for r in sorted(set(reasons.values()))}
+        detail = f" ({', '.join(f'{n} {r}' for r, n in why.items())})" if why else ""
         print(f"re-prune: {len(units)} unit(s) under {settings.input_dir}; {len(units) - len(todo)} already done, "
-              f"{len(todo)} to do", flush=True)
+              f"{len(todo)} to do{detail}", flush=True)
     if todo:
         _run_ray(config, todo, echo)
     unit_stats = [is_done(settings.output_dir, u) for u in units]
@@ -119,6 +136,8 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
     if missing:
         raise RepruneError(f"{len(missing)} unit(s) have no complete output after the run, e.g. {missing[0]}")
     summary = report_mod.summarize([s for s in unit_stats if s is not None], token_counter(config.options)[1])
+    summary["links_copied"] = tree.links
+    summary["skipped"] = [{"path": path, "why": why} for path, why in tree.skipped]
     resolved = _resolved_config(config)
     out = Path(settings.output_dir)
     write_json_atomic(out / "report.json", summary)
@@ -133,9 +152,14 @@ def run_reprune(config: RepruneConfig, *, echo: bool = True) -> dict[str, Any]:
         print(f"(tokens are {summary['token_note']}; report: {out / 'report.md'})")
         for failure in summary["failed_files"]:
             print(f"could not read {failure['unit']} (copied unchanged): {failure['error']}")
+        for item in summary["skipped"]:
+            print(f"skipped {item['path']}: {item['why']}")
+        if summary["links_copied"]:
+            print(f"{len(summary['links_copied'])} symbolic link(s) copied as links, not followed")
         if summary["failed_observations"]:
-            print(f"{len(summary['failed_observations'])} observation(s) failed in the backend and were left "
-                  "unpruned; see report.md")
+            files = len({f["unit"] for f in summary["failed_observations"]})
+            print(f"{len(summary['failed_observations'])} observation(s) in {files} file(s) still failing in the "
+                  "backend (left unpruned; rerun to retry them); see report.md")
     return summary
 
 

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from squeez_ray.infer.base import Pruner, PruneRequest, RenderOptions
 from squeez_ray.io_utils import write_bytes_atomic, write_json_atomic
 from squeez_ray.trajectories.base import Observation, TrajectoryParseError
+from squeez_ray.trajectories.resume import input_digest
 from squeez_ray.trajectories.detect import (
     ADAPTERS,
     detect_format,
@@ -66,6 +67,7 @@ class UnitStats:
     bytes_after: int = 0
     seconds: float = 0.0
     failures: list[dict[str, str]] = field(default_factory=list)
+    input_sha256: str | None = None  # the input this record was made from: a rerun redoes a changed input
     reasons: dict[str, int] = field(default_factory=dict)  # why observations passed through
 
 
@@ -183,7 +185,10 @@ def _failed(stats: UnitStats, obs: Observation, body: str, error: str, count_tok
 
 def _load(unit: str, settings: RepruneSettings) -> tuple[UnitStats, Any, Any, list[Observation]]:
     path = Path(settings.input_dir) / unit
-    stats = UnitStats(unit=unit, format=None, status="copied", bytes_before=_size(path))
+    # Digest before reading: if the input changes meanwhile, the record names the older content and
+    # the next run redoes the unit (never the reverse).
+    stats = UnitStats(unit=unit, format=None, status="copied", bytes_before=_size(path),
+                      input_sha256=input_digest(path))
     name = settings.format or detect_format(path)
     if name is None:
         if looks_like_trajectory(path):

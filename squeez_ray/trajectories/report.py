@@ -55,8 +55,13 @@ def markdown(summary: dict[str, Any], config: dict[str, Any]) -> str:
         lines += ["## Files that could not be read (copied unchanged)", ""]
         lines += [f"- `{f['unit']}`: {f['error']}" for f in summary["failed_files"]] + [""]
     if summary["failed_observations"]:
-        lines += ["## Observations the backend failed on (left unpruned)", ""]
+        lines += ["## Observations still failing in the backend (left unpruned; a rerun retries them)", ""]
         lines += [f"- `{f['unit']}` {f['where']}: {f['error']}" for f in summary["failed_observations"][:200]] + [""]
+    if summary.get("skipped"):
+        lines += ["## Skipped paths", ""] + [f"- `{item['path']}`: {item['why']}" for item in summary["skipped"]] + [""]
+    if summary.get("links_copied"):
+        lines += [f"{len(summary['links_copied'])} symbolic link(s) copied as links (never followed): "
+                  + ", ".join(f"`{link}`" for link in summary["links_copied"][:20]), ""]
     if summary["copied_other_files"]:
         lines += [f"{len(summary['copied_other_files'])} other file(s) are not stored runs and were copied as they are.",
                   ""]

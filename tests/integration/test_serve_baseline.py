@@ -254,3 +254,65 @@ def test_squeez_cli_with_server_url(base_url, tmp_path):
     assert answer["pruned"] is True
     local = build_pruner("bm25").prune("test_case_12 FAILED", log)
     assert answer["spans"] == local.spans
+
+
+# -- issue #15: text the client could not encode, bodies that are not JSON text, the schema as the contract --
+
+def test_a_lone_surrogate_is_answered_like_other_text_and_per_item_in_a_batch(base_url):
+    log = make_log().replace("test_case_25 FAILED", "test_case_25 FAILED \ud800")  # a string cut mid-emoji
+    raw = json.dumps({"query": "which test FAILED \udfff", "tool_output": log})  # ensure_ascii: "\ud800" escapes
+    answer = requests.post(f"{base_url}/v1/prune", data=raw, headers={"Content-Type": "application/json"}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    replaced = log.replace("\ud800", "\ufffd")
+    check_answer(body, replaced)
+    assert "test_case_25 FAILED \ufffd" in body["text"]
+    batch = json.dumps({"items": [{"query": "FAILED", "tool_output": log}, {"query": "FAILED", "tool_output": make_log()}]})
+    results = requests.post(f"{base_url}/v1/prune/batch", data=batch, headers={"Content-Type": "application/json"},
+                            timeout=60)
+    assert results.status_code == 200, results.text
+    first, second = results.json()["results"]
+    check_answer(first, replaced) and check_answer(second, make_log())
+    assert first["pruned"] and second["pruned"]
+
+
+@pytest.mark.parametrize("raw, expected", [
+    (b'{"query": "x", "tool_output": "caf\xe9"}', "not valid UTF-8"),
+    (b"[" * 20_000 + b"]" * 20_000, "nested"),
+    (b'{"query": "x", "tool_output": ' + b"[" * 5_000 + b"]" * 5_000 + b"}", "nested"),
+])
+def test_bodies_that_are_not_json_text_are_422(base_url, raw, expected):
+    for path in ("/v1/prune", "/v1/prune/batch"):
+        response = requests.post(f"{base_url}{path}", data=raw, headers={"Content-Type": "application/json"},
+                                 timeout=60)
+        assert response.status_code == 422, response.text
+        assert expected in error_message(response)
+
+
+def test_the_service_keeps_to_its_own_openapi_schema(base_url):
+    """schemathesis against the running app's /openapi.json on loopback: positive and negative cases,
+    bounded, derandomized; every default check (no 5xx, documented statuses, response schemas,
+    valid data accepted, invalid data rejected)."""
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis.errors import Unsatisfiable
+    from schemathesis import GenerationMode
+
+    assert base_url.startswith("http://127.0.0.1:")
+    schema = schemathesis.openapi.from_url(f"{base_url}/openapi.json")
+    labels = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        labels.append(operation.label)
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            @settings(max_examples=12, deadline=None, derandomize=True, database=None,
+                      suppress_health_check=list(HealthCheck))
+            @given(case=operation.as_strategy(generation_mode=mode))
+            def check(case):
+                case.call_and_validate(base_url=base_url, timeout=60)
+
+            try:
+                check()
+            except Unsatisfiable:  # nothing to get wrong: a route whose schema has no body and no parameters
+                assert mode is GenerationMode.NEGATIVE, operation.label
+    assert {"POST /v1/prune", "POST /v1/prune/batch", "POST /v1/chat/completions"} <= set(labels)

@@ -54,7 +54,7 @@ def test_all_environment_problems_are_reported_at_once(tmp_path):
     with pytest.raises(ConfigError) as error:
         settings.resolve({}, env=env)
     text = str(error.value)
-    assert "SQUEEZ_MIN_LINES='abc': expected an integer" in text and "SQUEEZ_TIMEOUT='-1': must be > 0" in text
+    assert "SQUEEZ_MIN_LINES='abc': expected an integer" in text and "SQUEEZ_TIMEOUT='-1': must be a finite number > 0" in text
 
 
 def test_config_file_errors_name_the_file_and_key(tmp_path):

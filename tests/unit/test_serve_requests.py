@@ -243,3 +243,20 @@ def test_server_client_rejects_a_malformed_answer():
         assert client.prune("q", "a").pruned is False  # fail-open by default
     finally:
         server.close()
+
+
+def test_lone_surrogates_become_replacement_characters_per_item():
+    """What json.loads gives FastAPI for "\\ud800": a str no UTF-8 answer can carry (issue #15)."""
+    raw = '{"items": [{"query": "q\\udfff", "tool_output": "a\\ud800\\nb"}, {"query": "q", "tool_output": "c\\nd"}]}'
+    body = BatchBody.model_validate(json.loads(raw))
+    assert body.items[0].query == "q\ufffd" and body.items[0].tool_output == "a\ufffd\nb"
+    assert body.items[1].tool_output == "c\nd"
+    single = PruneBody.model_validate(json.loads('{"query": "q", "tool_output": "x\\ud83d", "tool_type": "\\udc00"}'))
+    assert single.tool_output == "x\ufffd" and single.tool_type == "\ufffd"
+    single.model_dump_json()  # the answer side can serialise it
+
+
+def test_the_schema_states_the_text_constraints():
+    item = PruneBody.model_json_schema()["properties"]
+    assert item["query"]["minLength"] == 1 and item["query"]["pattern"] == "\\S"
+    assert "\\u0000" in item["tool_output"]["pattern"]
