@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from squeez_ray.backends import (
+from squeez_ray.infer.registry import (
     BackendOptions,
     add_backend_arguments,
     backend_options_from_args,

@@ -220,10 +220,10 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
 
     # 6. bulk evaluation of the served model and the baselines in one run (jobs/evaluate.py --ray)
     t = _step(6, total, f"bulk evaluation on Ray Data: served model + {', '.join(config.baselines)}")
-    from squeez_ray.evaluate.bulk import main as evaluate_main
+    from squeez_ray.cli.eval import main as evaluate_main
 
     eval_dir = out / "eval"
-    argv = ["--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
+    argv = ["--ray", "--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
             "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
             "--server-url", url, "--limit", str(config.eval_limit), "--no-resume"]
     _check(evaluate_main(argv, prog="quickstart evaluate"), "evaluate")

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# The shared, read-only project data (eval cases, trajectories) beside the checkout; a worktree that
+# stands elsewhere names it with SQUEEZ_SHARED.
+SHARED = Path(os.environ.get("SQUEEZ_SHARED") or REPO.parent / "shared")
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

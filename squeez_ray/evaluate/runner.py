@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.metrics import score_example, summarize, summarize_by_tool
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner
 from squeez_ray.io_utils import atomic_path, git_revision, write_json_atomic
@@ -147,7 +147,7 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     With ``resume``, a system whose rows were already scored on the same examples with the same
     backend options (``out_dir/systems/<label>.parquet``) is read back instead of run again.
     """
-    from squeez_ray.backends import BackendError, build_pruner
+    from squeez_ray.infer.registry import BackendError, build_pruner
     from squeez_ray.schema import read_examples
 
     options = options or BackendOptions()

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.infer.chunking import Chunk, split_into_chunks
 from squeez_ray.infer.mapping import map_lines_to_spans
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, build_messages, parse_target, render_prompt
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, build_messages, parse_target, render_prompt
 from squeez_ray.spans import spans_from_line_numbers, split_lines
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Any, Sequence
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions
 
 RETRY_STATUSES = frozenset({502, 503, 504})

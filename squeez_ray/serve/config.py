@@ -71,7 +71,7 @@ class ServeAppConfig:
     auth_token_env: str = TOKEN_ENV  # bearer token read from this variable in the API replicas; unset: no auth
 
     def validate(self) -> list[str]:
-        from squeez_ray.backends import BACKENDS, BackendOptions
+        from squeez_ray.infer.registry import BACKENDS, BackendOptions
 
         problems = []
         if self.backend != MODEL_BACKEND and self.backend not in BACKENDS:

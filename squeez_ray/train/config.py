@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# Base-model names that build a tiny random-weight checkpoint on the fly (squeez_ray.testing.tiny).
+# Base-model names that build a tiny random-weight checkpoint on the fly (squeez_ray.train.tiny).
 TINY_MODELS = ("tiny-qwen3", "tiny-qwen35")
 
 
@@ -72,7 +72,7 @@ class DataSection:
     # Longer examples: "truncate" cuts tool-output lines outside the gold block (never the target);
     # "drop" skips them. Both are counted in the manifest.
     overlong: Literal["truncate", "drop"] = "truncate"
-    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.infer.prompt)
+    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.prompt)
     shuffle_seed: int = 0
     repeat: int = 1  # repeat the training rows (smoke runs on a handful of rows)
     max_examples: int | None = None  # debug knob: first N rows after filtering

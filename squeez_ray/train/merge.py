@@ -121,7 +121,7 @@ def verify_with_vllm(model_dir: str | Path, *, max_model_len: int = 2048, max_to
     from transformers import AutoConfig
     from vllm import LLM, SamplingParams
 
-    from squeez_ray.infer.prompt import render_prompt
+    from squeez_ray.prompt import render_prompt
 
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", max_model_len)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import to_dict
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
 from squeez_ray.ray_init import init_ray
 from squeez_ray.train.config import TrainConfig

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BACKENDS, BackendOptions, build_pruner
+from squeez_ray.infer.registry import BACKENDS, BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.trajectories import report as report_mod
