@@ -4,6 +4,7 @@
     squeez eval --data test.parquet --system vllm=squeez-2b --model ckpt/merged --out runs/eval-2b
     squeez eval --ray --workers 4 --data test.parquet --system server=squeez-2b --server-url URL --out runs/eval
 
+Settings may also come from ``--config YAML`` (keys named after the flags) and ``key=value`` words.
 On one machine by default; with ``--ray`` the same evaluation runs on Ray Data, one actor pool per
 system (``evaluate/bulk.py``), with identical scores and reports.
 Prints the paper-style table overall and per tool family, and writes metrics.json,
@@ -18,6 +19,7 @@ import logging
 import sys
 
 from squeez_ray.infer.registry import BACKENDS, BackendError, add_backend_arguments, backend_options_from_args
+from squeez_ray.runner import add_config_arguments, parse_flags
 
 DEFAULT_SYSTEMS = ("bm25", "first", "last", "random")
 
@@ -32,15 +34,15 @@ def positive_int(text: str) -> int:
 def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data", required=True,
-                        help="labelled examples: .jsonl / .parquet (canonical, cases or Squeez prompt/response rows), "
+    parser.add_argument("--data",
+                        help="(required) labelled examples: .jsonl / .parquet (canonical, cases or Squeez prompt/response rows), "
                              "a datasets save_to_disk folder, a folder of Parquet files, or a Hub id owner/name")
     parser.add_argument("--split", help="split to use when --data holds several (datasets folders, Hub ids)")
     parser.add_argument("--system", action="append", metavar="NAME[=LABEL[@MODEL]]",
                         help=f"backend to evaluate, repeatable; one of: {', '.join(BACKENDS)}; "
                              "@MODEL after the label gives that system its own checkpoint; "
                              f"=LABEL names it in the tables (default: {' '.join(DEFAULT_SYSTEMS)})")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out", help="(required) output folder")
     parser.add_argument("--limit", type=positive_int, help="evaluate only the first N examples")
     parser.add_argument("--no-resume", dest="resume", action="store_false",
                         help="re-run every system even if its rows from an identical earlier run are in --out")
@@ -55,6 +57,7 @@ def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
     group.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs per actor (default 0.5)")
     group.add_argument("--gpus-per-worker", type=float, default=0.0,
                        help="GPUs per actor of a model backend (vllm, transformers, encoder); default 0")
+    add_config_arguments(parser, required=["data", "out"])
     return parser
 
 
@@ -63,7 +66,7 @@ def main(argv: list[str] | None = None, prog: str = "squeez eval") -> int:
     from squeez_ray.schema import DataError
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(prog).parse_args(argv)
+    args = parse_flags(build_parser(prog), argv)
     level = logging.INFO if args.verbose else logging.WARNING
     logging.basicConfig(level=level, format="%(levelname)s %(message)s")
     for handler in logging.getLogger().handlers:  # bm25s sets its own logger to DEBUG; filter at the handler

@@ -20,11 +20,12 @@ from typing import Any
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 from squeez_ray.label.stages import to_example
 from squeez_ray.ray_init import init_ray
+from squeez_ray.runner import JobError
 
 log = logging.getLogger(__name__)
 
 
-class LabelJobError(RuntimeError):
+class LabelJobError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     pass
 
 
@@ -32,12 +33,12 @@ class LabelJobError(RuntimeError):
 class LabelConfig:
     observations: str | None = None  # raw observations: a Parquet/JSONL file or a folder of Parquet parts
     instances: str | None = None  # SWE-bench-style instances whose problem_statement becomes the task text
-    output_dir: str | None = None
+    output_dir: str | None = None  # labelled/part-*.parquet and manifest.json go here
     source: str = "swe"  # the ``source`` of the labelled rows
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     chunk_size: int = 1000  # observations per output part (the unit of resume)
     limit: int | None = None  # label at most this many observations (trial runs)
-    ray_address: str | None = None
+    ray_address: str | None = None  # Ray cluster to join; None: RAY_ADDRESS, else a local Ray
 
     def validate(self) -> list[str]:
         problems = [f"{name}: required" for name in ("observations", "output_dir") if not getattr(self, name)]

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.runner import JobError
 from squeez_ray.train.loop import METADATA_FILE
 
 log = logging.getLogger(__name__)
 
 
-class MergeError(ValueError):
+class MergeError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
     """A checkpoint or output folder that cannot be merged into / written, named."""
 
 

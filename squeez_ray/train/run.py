@@ -20,12 +20,13 @@ from squeez_ray.config import to_dict
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
 from squeez_ray.ray_init import init_ray
+from squeez_ray.runner import JobError
 from squeez_ray.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
 
-class TrainJobError(RuntimeError):
+class TrainJobError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     """A user-facing problem with the job's inputs (named file, field), reported without a traceback."""
 
 
