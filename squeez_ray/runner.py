@@ -5,7 +5,9 @@ function, and :func:`run_job` does the rest, the same way for every job:
 
 - ``--config YAML`` plus dotted ``key=value`` overrides (``squeez_ray.config.load_config``), with
   every config field and its help listed by ``--help``;
-- logging set up once; Ray joined by the one rule of ``ray_init.init_ray`` when the job runs on Ray;
+- logging set up once. Ray is joined by the one rule of ``ray_init.init_ray``, called by the work
+  itself at the point it needs Ray: after its inputs are checked (bad input fails in seconds) and
+  not at all when a resumed run finds nothing left to do;
 - one error type, :class:`JobError` (configs: ``ConfigError``; data: ``DataError``): the message is
   printed as one line ``JOB: message`` on stderr, never a traceback, and the job exits 2;
 - exit codes: 0 done, 1 done with failures the manifest lists, 2 bad input, 130 interrupted;
@@ -64,10 +66,9 @@ def job_parser(doc: str | None, config_cls: type | None = None, *, config_help: 
 def run_job(name: str, work: Callable[..., Outcome], argv: Sequence[str] | None = None, *,
             parser: argparse.ArgumentParser, config_cls: type | None = None,
             config_overrides: Callable[[argparse.Namespace], list[str]] | None = None,
-            errors: tuple[type[BaseException], ...] = (), on_ray: bool = False, worker_logs: bool = False,
-            logs: bool = True) -> int:
-    """Parse, load the config, join Ray if asked, run ``work(config, args)`` (or ``work(args)``
-    without a config class) and report; returns the exit code."""
+            errors: tuple[type[BaseException], ...] = (), logs: bool = True) -> int:
+    """Parse, load the config, run ``work(config, args)`` (or ``work(args)`` without a config
+    class) and report; returns the exit code. ``errors``: more exception types that mean bad input."""
     from squeez_ray.config import ConfigError, load_config
     from squeez_ray.schema import DataError
 
@@ -80,12 +81,8 @@ def run_job(name: str, work: Callable[..., Outcome], argv: Sequence[str] | None 
         if config_cls is not None:
             extra = config_overrides(args) if config_overrides else []
             config = load_config(config_cls, args.config, [*(args.overrides or []), *extra])
-            if on_ray:
-                _join_ray(getattr(config, "ray_address", None), worker_logs)
             outcome = work(config, args)
         else:
-            if on_ray:
-                _join_ray(None, worker_logs)
             outcome = work(args)
     except (ConfigError, DataError, JobError, *errors) as error:
         print(f"{name}: {error}", file=sys.stderr)
@@ -95,12 +92,6 @@ def run_job(name: str, work: Callable[..., Outcome], argv: Sequence[str] | None 
         return EXIT_INTERRUPTED
     _report(name, outcome, time.perf_counter() - started)
     return outcome.exit_code
-
-
-def _join_ray(address: str | None, worker_logs: bool) -> None:
-    from squeez_ray.ray_init import init_ray
-
-    init_ray(address, log_to_driver=worker_logs)
 
 
 def _report(name: str, outcome: Outcome, seconds: float) -> None:
