@@ -245,7 +245,12 @@ def collect(config: CollectConfig) -> dict[str, Any]:
             CollectWorker, fn_constructor_kwargs={"config": asdict(config), "run_id": run_id},
             batch_size=config.instances_per_shard, batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=config.workers), num_cpus=config.cpus_per_worker)
-        summaries = dataset.take_all()
+        from squeez_ray.progress import Progress
+
+        with Progress("collect", unit="tool calls") as progress:
+            for row in dataset.iter_rows():
+                summaries.append(row)
+                progress.update(1, written=progress.fields.get("written", 0) + (row["status"] == "written"))
     if config.work_dir is None:  # local run: remove this run's checkouts (remote nodes clean their temp dirs)
         shutil.rmtree(Path(tempfile.gettempdir()) / "squeez-collect" / run_id, ignore_errors=True)
     else:

@@ -147,5 +147,8 @@ def _run_system(spec: SystemSpec, options: BackendOptions, bulk: BulkSettings, p
                                                                        "parts_dir": str(parts_dir)},
                                   batch_size=bulk.batch_size, compute=ray.data.ActorPoolStrategy(size=bulk.workers),
                                   num_cpus=bulk.cpus_per_worker, num_gpus=gpus or None)
-    for _ in dataset.iter_batches(batch_size=None):
-        pass
+    from squeez_ray.progress import Progress
+
+    with Progress(f"evaluate {spec.label}", total=len(items), unit="examples") as progress:
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            progress.update(batch.num_rows)

@@ -53,14 +53,19 @@ def score_row(example: Mapping[str, Any], result: PruneResult | Mapping[str, Any
     }
 
 
-def prune_examples(pruner: Pruner, examples: Sequence[Mapping[str, Any]], *, batch_size: int = 16) -> list[PruneResult]:
+def prune_examples(pruner: Pruner, examples: Sequence[Mapping[str, Any]], *, batch_size: int = 16,
+                   label: str = "evaluate") -> list[PruneResult]:
     """Results in example order. Fail-open stays on, as in production: a backend error becomes an
     unpruned row (``pruned=False``, counted as ``n_unpruned`` in every summary), never a crash."""
+    from squeez_ray.progress import Progress
+
     results: list[PruneResult] = []
-    for start in range(0, len(examples), max(1, batch_size)):
-        batch = examples[start:start + batch_size]
-        requests = [PruneRequest(e["query"], e["tool_output"], e.get("tool_type")) for e in batch]
-        results.extend(pruner.prune_batch(requests))
+    with Progress(label, total=len(examples), unit="examples") as progress:
+        for start in range(0, len(examples), max(1, batch_size)):
+            batch = examples[start:start + batch_size]
+            requests = [PruneRequest(e["query"], e["tool_output"], e.get("tool_type")) for e in batch]
+            results.extend(pruner.prune_batch(requests))
+            progress.update(len(batch), unpruned=sum(not r.pruned for r in results))
     return results
 
 
@@ -74,7 +79,7 @@ def run_evaluation(examples: Sequence[Mapping[str, Any]], systems: Mapping[str, 
     rows: list[dict[str, Any]] = []
     for label, pruner in systems.items():
         log.info("evaluating %s on %d examples", label, len(examples))
-        results = prune_examples(pruner, examples, batch_size=batch_size)
+        results = prune_examples(pruner, examples, batch_size=batch_size, label=f"evaluate {label}")
         system_rows = [score_row(e, r, system=label, example_index=i, count_tokens=count_tokens)
                        for i, (e, r) in enumerate(zip(examples, results))]
         if on_system_done is not None:

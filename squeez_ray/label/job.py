@@ -125,6 +125,9 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
     totals: Counter = Counter()
     dropped: Counter = Counter()
     drop_examples: dict[str, str] = {}
+    from squeez_ray.progress import Progress
+
+    progress = Progress("label", total=len(todo), unit="observations")
     for start in range(0, len(todo), config.chunk_size):
         chunk = todo[start:start + config.chunk_size]
         outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
@@ -142,10 +145,12 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
         totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
                        "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
                        "left_for_rerun": len(later)})
+        progress.update(len(chunk), labelled=totals["labelled"], dropped=sum(dropped.values()))
         if budget is not None and dropped.get("budget_exhausted"):
             log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
             totals["not_started"] = len(todo) - start - len(chunk)
             break
+    progress.close()
     if budget is not None:
         totals["requests_charged_to_budget"] = ray.get(budget.spent.remote())
         ray.kill(budget)

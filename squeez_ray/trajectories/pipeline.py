@@ -150,10 +150,14 @@ def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
                                   batch_size=config.files_per_batch,
                                   compute=ray.data.ActorPoolStrategy(size=config.workers),
                                   num_cpus=config.cpus_per_worker, num_gpus=config.gpus_per_worker or None)
-    for done, row in enumerate(dataset.iter_rows(), start=1):
-        if echo:
-            print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of {row['observations']} "
-                  "observation(s) pruned", flush=True)
+    from squeez_ray.progress import Progress
+
+    with Progress("re-prune", total=len(todo), unit="files", enabled=None if echo else False) as progress:
+        for done, row in enumerate(dataset.iter_rows(), start=1):
+            if echo and not progress.enabled:  # a log: one line per file
+                print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of "
+                      f"{row['observations']} observation(s) pruned", flush=True)
+            progress.update(1, observations=progress.fields.get("observations", 0) + row["observations"])
 
 
 # Knobs that change how fast, not what: a resumed run may use other values.
