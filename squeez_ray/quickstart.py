@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.ray_init import init_ray
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 

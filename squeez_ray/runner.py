@@ -8,7 +8,7 @@ function, and :func:`run_job` does the rest, the same way for every job:
 - logging set up once. Ray is joined by the one rule of ``ray_init.init_ray``, called by the work
   itself at the point it needs Ray: after its inputs are checked (bad input fails in seconds) and
   not at all when a resumed run finds nothing left to do;
-- one error type, :class:`JobError` (configs: ``ConfigError``; data: ``DataError``): the message is
+- one error type, ``squeez_ray.errors.JobError`` (configs: ``ConfigError``; data: ``DataError``): the message is
   printed as one line ``JOB: message`` on stderr, never a traceback, and the job exits 2;
 - exit codes: 0 done, 1 done with failures the manifest lists, 2 bad input, 130 interrupted;
 - the summary printed last on stdout (indented JSON: scripts read it), and one line on stderr
@@ -35,11 +35,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from squeez_ray.errors import JobError
+
+__all__ = ["EXIT_FAILURES", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "JobError", "Outcome", "add_config_arguments",
+           "config_fields_help", "field_help", "job_parser", "parse_flags", "run_job"]
+
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
-
-
-class JobError(Exception):
-    """Input, paths or settings a person must fix: reported as one line, exit 2."""
 
 
 @dataclasses.dataclass

@@ -28,7 +28,7 @@ from typing import Any
 
 from squeez_ray.collect.tools import TOOL_TYPES
 from squeez_ray.ray_init import init_ray
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 SHARD_DIR = "observations"

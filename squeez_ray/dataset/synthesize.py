@@ -21,7 +21,7 @@ from typing import Any
 
 from squeez_ray.label.pipeline import TeacherConfig
 from squeez_ray.ray_init import init_ray
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 

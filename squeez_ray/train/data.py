@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt, render_target
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 from squeez_ray.spans import kept_text, line_numbers_of, split_lines
 
 log = logging.getLogger(__name__)

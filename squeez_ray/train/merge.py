@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.io_utils import git_revision, write_json_atomic
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 from squeez_ray.train.loop import METADATA_FILE
 
 log = logging.getLogger(__name__)

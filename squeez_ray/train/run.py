@@ -21,7 +21,7 @@ from squeez_ray.progress import progress_enabled
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
 from squeez_ray.ray_init import init_ray
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 from squeez_ray.train.config import TrainConfig
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from typing import Any
 from squeez_ray.infer.registry import BACKENDS, BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
-from squeez_ray.runner import JobError
+from squeez_ray.errors import JobError
 from squeez_ray.trajectories import report as report_mod
 from squeez_ray.ray_init import init_ray
 from squeez_ray.trajectories.detect import ADAPTERS, discover_units
