@@ -15,7 +15,7 @@ import argparse
 import sys
 
 from squeez_ray.infer.registry import BackendOptions, add_backend_arguments, backend_options_from_args
-from squeez_ray.runner import EXIT_FAILURES, EXIT_OK, Outcome, add_config_arguments, run_job
+from squeez_ray.runner import EXIT_FAILURES, EXIT_OK, Outcome, add_config_arguments, parse_flags, run_job
 from squeez_ray.trajectories.detect import ADAPTERS
 from squeez_ray.trajectories.pipeline import RepruneConfig, run_reprune
 from squeez_ray.trajectories.process import RepruneSettings
@@ -57,6 +57,11 @@ def config_from_args(args: argparse.Namespace) -> RepruneConfig:
     return RepruneConfig(settings=settings, backend=args.backend, options=options, workers=args.workers,
                          files_per_batch=args.files_per_batch, cpus_per_worker=args.cpus_per_worker,
                          gpus_per_worker=args.gpus_per_worker)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Flags > key=value words > the --config file > the defaults."""
+    return parse_flags(build_parser(), argv)
 
 
 def work(args: argparse.Namespace) -> Outcome:
