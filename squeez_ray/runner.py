@@ -127,7 +127,7 @@ def add_config_arguments(parser: argparse.ArgumentParser, extra_keys: Sequence[s
 def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags > ``key=value`` words > ``--config`` YAML > defaults. Keys no flag carries
     (``extra_keys`` of :func:`add_config_arguments`, e.g. ``engine_kwargs``) land on the namespace."""
-    from squeez_ray.config import ConfigError, parse_override
+    from squeez_ray.config import ConfigError, parse_override, set_dotted
 
     argv = list(sys.argv[1:] if argv is None else argv)
     words, rest = _split_overrides(parser, argv)
@@ -138,7 +138,7 @@ def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
     try:
         for word in words:
             key, value = parse_override(word)
-            _set_dotted(values, key, value)
+            set_dotted(values, key, value)
     except ConfigError as error:
         parser.error(str(error))
     dests = {a.dest for a in parser._actions}
@@ -184,13 +184,6 @@ def _read_yaml(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     return values
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
-    parts = key.split(".")
-    for part in parts[:-1]:
-        data = data.setdefault(part, {})
-    data[parts[-1]] = value
-
-
 # -- help text of config fields ------------------------------------------------------------------
 
 
@@ -212,7 +205,7 @@ def config_fields_help(cls: type, prefix: str = "") -> str:
             lines.append(config_fields_help(hint, f"{prefix}{f.name}."))
             continue
         default = f.default if f.default is not dataclasses.MISSING else (
-            "required" if f.default_factory is dataclasses.MISSING else "see config")
+            "required" if f.default_factory is dataclasses.MISSING else f.default_factory())
         lines.append(f"  {prefix}{f.name} (default {default!r}): {helps[f.name]}".rstrip(": "))
     return "\n".join(lines)
 
