@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--input", help="directory of stored runs (never modified); required")
     parser.add_argument("--output", help="directory for the pruned tree, reports and manifest; required")
-    parser.add_argument("--backend", default="bm25", help="pruner name from squeez_ray/backends.py (default bm25)")
+    parser.add_argument("--backend", default="bm25", help="pruner name from squeez_ray/infer/registry.py (default bm25)")
     parser.add_argument("--format", choices=sorted(ADAPTERS), help="force one format (default: detect per file)")
     parser.add_argument("--query-source", choices=["thought", "action", "task", "fixed"], default="thought",
                         help="thought: the agent's next reasoning (then the call's own, then the task); action: "
