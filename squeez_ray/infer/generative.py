@@ -161,7 +161,7 @@ class GenerativePruner(Pruner):
 
     def __init__(self, engine: Engine, options: Any, *, model_dir: str | Path | None = None):
         self.engine = engine
-        self.options = options  # BackendOptions (not imported: backends.py imports this package)
+        self.options = options  # BackendOptions (infer/registry.py)
         limit = options.max_new_tokens
         if limit and limit < ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS:
             # Every line shown to the model must fit in one answer; a smaller limit would cut each

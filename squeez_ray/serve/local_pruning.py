@@ -1,4 +1,4 @@
-"""Pruning inside the API replica with any backends.py pruner that needs no model deployment
+"""Pruning inside the API replica with any pruner of infer/registry.py that needs no model deployment
 (bm25 and the other baselines, the encoder): the same ``build_pruner`` the CLI and jobs use."""
 
 from __future__ import annotations
