@@ -10,30 +10,24 @@ Rerun the same command after an interruption: calls already written are skipped.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 
-from squeez_ray.collect.pipeline import CollectConfig, CollectError, collect
-from squeez_ray.config import ConfigError, load_config
-from squeez_ray.schema import DataError
+from squeez_ray.collect.pipeline import CollectConfig, collect
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: CollectConfig, args) -> Outcome:
+    manifest = collect(config)
+    counts = manifest["counts"]
+    return Outcome(summary={k: counts[k] for k in counts if k != "by_tool_type"},
+                   notes=[f"{manifest['failure_count']} failure(s) listed in the manifest"],
+                   manifest=f"{config.output_dir}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML config (jobs/configs/collect.yaml)")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. workers=8 seed=1")
-    args = parser.parse_args(argv)
-    try:
-        config = load_config(CollectConfig, args.config, args.overrides)
-        manifest = collect(config)
-    except (ConfigError, DataError, CollectError) as error:
-        print(f"collect: {error}", file=sys.stderr)
-        return 2
-    counts = manifest["counts"]
-    print(json.dumps({k: counts[k] for k in counts if k != "by_tool_type"}, indent=2))
-    print(f"manifest: {config.output_dir}/manifest.json ({manifest['failure_count']} failure(s) listed there)")
-    return 0
+    parser = job_parser(__doc__, CollectConfig, config_help="YAML config (jobs/configs/collect.yaml)",
+                        overrides_example="workers=8 seed=1")
+    return run_job("collect", work, argv, parser=parser, config_cls=CollectConfig, logs=False)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,8 @@ import json
 import sys
 from pathlib import Path
 
+from squeez_ray.runner import Outcome, run_job
+
 
 def _label_files(paths: list[str]) -> list[Path]:
     from squeez_ray.handlabel.labels import label_files
@@ -154,15 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", default="data/handlabel")
     p.add_argument("--out", required=True)
     p.set_defaults(run=export)
-    args = parser.parse_args(argv)
-
-    from squeez_ray.schema import DataError
-
-    try:
-        return args.run(args)
-    except (DataError, FileNotFoundError) as error:
-        print(f"hand_label: {error}", file=sys.stderr)
-        return 2
+    return run_job("hand_label", lambda args: Outcome(exit_code=args.run(args)), argv, parser=parser,
+                   errors=(FileNotFoundError,), logs=False)
 
 
 if __name__ == "__main__":

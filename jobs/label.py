@@ -11,32 +11,23 @@ same command resumes; rows lost to the endpoint (budget, retries) are tried agai
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import sys
+
+from squeez_ray.label.job import LabelConfig, run_label
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: LabelConfig, args) -> Outcome:
+    manifest = run_label(config)
+    return Outcome(summary={"counts": manifest["counts"], "dropped": manifest["dropped"]},
+                   notes=[f"labelled parts: {config.output_dir}/labelled/"],
+                   manifest=f"{config.output_dir}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML config (jobs/configs/label.yaml)")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. teacher.engine=rules")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    from squeez_ray.config import ConfigError, load_config
-    from squeez_ray.label.job import LabelConfig, LabelJobError, run_label
-    from squeez_ray.schema import DataError
-
-    try:
-        config = load_config(LabelConfig, args.config, args.overrides)
-        manifest = run_label(config)
-    except (ConfigError, DataError, LabelJobError) as error:
-        print(f"label: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps({"counts": manifest["counts"], "dropped": manifest["dropped"]}, indent=2))
-    print(f"labelled parts: {config.output_dir}/labelled/; manifest: {config.output_dir}/manifest.json")
-    return 0
+    parser = job_parser(__doc__, LabelConfig, config_help="YAML config (jobs/configs/label.yaml)",
+                        overrides_example="teacher.engine=rules")
+    return run_job("label", work, argv, parser=parser, config_cls=LabelConfig)
 
 
 if __name__ == "__main__":

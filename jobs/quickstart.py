@@ -9,25 +9,21 @@ the endpoint and `squeez` -> bulk evaluation of the served model and the four ba
 
 from __future__ import annotations
 
-import argparse
 import sys
+
+from squeez_ray.quickstart import QuickstartConfig, run_quickstart
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: QuickstartConfig, args) -> Outcome:
+    run_quickstart(config)
+    return Outcome()
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default="jobs/configs/quickstart_cpu.yaml", help="quickstart YAML")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. out_dir=/tmp/qs port=8001")
-    args = parser.parse_args(argv)
-
-    from squeez_ray.config import ConfigError, load_config
-    from squeez_ray.quickstart import QuickstartConfig, QuickstartError, run_quickstart
-
-    try:
-        run_quickstart(load_config(QuickstartConfig, args.config, args.overrides))
-    except (ConfigError, QuickstartError) as error:
-        print(f"quickstart: {error}", file=sys.stderr)
-        return 2
-    return 0
+    parser = job_parser(__doc__, QuickstartConfig, config_default="jobs/configs/quickstart_cpu.yaml",
+                        config_help="quickstart YAML", overrides_example="out_dir=/tmp/qs port=8001")
+    return run_job("quickstart", work, argv, parser=parser, config_cls=QuickstartConfig, logs=False)
 
 
 if __name__ == "__main__":  # vLLM starts worker processes: the guard is required

@@ -13,25 +13,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from squeez_ray.backends import (
-    BackendOptions,
-    add_backend_arguments,
-    backend_options_from_args,
-)
+from squeez_ray.infer.registry import BackendOptions, add_backend_arguments, backend_options_from_args
+from squeez_ray.runner import EXIT_FAILURES, EXIT_OK, Outcome, add_config_arguments, parse_flags, run_job
 from squeez_ray.trajectories.detect import ADAPTERS
-from squeez_ray.trajectories.pipeline import RepruneConfig, RepruneError, run_reprune
+from squeez_ray.trajectories.pipeline import RepruneConfig, run_reprune
 from squeez_ray.trajectories.process import RepruneSettings
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML whose keys are these flags' names with underscores (flags win); "
-                                         "engine_kwargs too, e.g. jobs/configs/reprune.yaml")
     parser.add_argument("--input", help="directory of stored runs (never modified); required")
     parser.add_argument("--output", help="directory for the pruned tree, reports and manifest; required")
-    parser.add_argument("--backend", default="bm25", help="pruner name from squeez_ray/backends.py (default bm25)")
+    parser.add_argument("--backend", default="bm25", help="pruner name from squeez_ray/infer/registry.py (default bm25)")
     parser.add_argument("--format", choices=sorted(ADAPTERS), help="force one format (default: detect per file)")
     parser.add_argument("--query-source", choices=["thought", "action", "task", "fixed"], default="thought",
                         help="thought: the agent's next reasoning (then the call's own, then the task); action: "
@@ -47,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="GPUs per actor, for model backends on GPU nodes (default 0)")
     parser.add_argument("--max-query-chars", type=int, default=2000, help="queries are cut to this length")
     add_backend_arguments(parser)  # includes --min-lines (default 10 here) and --batch-size (default 64 here)
+    # --config: e.g. jobs/configs/reprune.yaml (engine_kwargs go to the engine)
+    add_config_arguments(parser, extra_keys=["engine_kwargs"], required=["input", "output"])
     return parser
 
 
@@ -64,42 +60,19 @@ def config_from_args(args: argparse.Namespace) -> RepruneConfig:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    """Flags over the --config file over the defaults."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.config:
-        values = _read_config(args.config, parser)
-        parser.set_defaults(**values)
-        args = parser.parse_args(argv)
-        args.engine_kwargs = values.get("engine_kwargs")
-    missing = [flag for flag in ("input", "output") if not getattr(args, flag)]
-    if missing:
-        parser.error(f"the following arguments are required: {', '.join('--' + m for m in missing)}")
-    return args
+    """Flags > key=value words > the --config file > the defaults."""
+    return parse_flags(build_parser(), argv)
 
 
-def _read_config(path: str, parser: argparse.ArgumentParser) -> dict:
-    import yaml
-
-    try:
-        values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
-        parser.error(f"--config {path}: {error}")
-    allowed = {a.dest for a in parser._actions if a.dest not in ("help", "config")} | {"engine_kwargs"}
-    unknown = sorted(set(values) - allowed) if isinstance(values, dict) else ["<not a mapping>"]
-    if unknown:
-        parser.error(f"--config {path}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
-    return values
+def work(args: argparse.Namespace) -> Outcome:
+    summary = run_reprune(config_from_args(args))
+    failed = summary["failed_files"] or summary["failed_observations"]
+    return Outcome(exit_code=EXIT_FAILURES if failed else EXIT_OK, manifest=f"{args.output}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    try:
-        summary = run_reprune(config_from_args(args))
-    except RepruneError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    return 1 if summary["failed_files"] or summary["failed_observations"] else 0
+    parser = build_parser()
+    return run_job("reprune", work, argv, parser=parser, logs=False)
 
 
 if __name__ == "__main__":

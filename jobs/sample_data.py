@@ -13,38 +13,31 @@ train_path (train_split=train, eval_split=dev).
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import sys
+
+from squeez_ray.dataset.sample import SampleConfig, build_sample
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: SampleConfig, args) -> Outcome:
+    manifest = build_sample(config)
+    counts = manifest["counts"]
+    return Outcome(summary={"train": counts["train"], "dev": counts["dev"], "test": counts["test"],
+                            "tool_types": manifest.get("tool_types"), "dropped": manifest["dropped"],
+                            "seconds": manifest.get("seconds_total")},
+                   notes=[f"wrote {args.out}/{{train,dev,test}}.parquet, manifest.json, stats.md"],
+                   manifest=f"{args.out}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = job_parser(__doc__, SampleConfig,
+                        config_help="optional YAML (fields of squeez_ray.dataset.sample.SampleConfig)",
+                        overrides_example="scratch_projects=6")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--config", help="optional YAML (fields of squeez_ray.dataset.sample.SampleConfig)")
     parser.add_argument("--overwrite", action="store_true", help="rebuild even if DIR already holds a sample")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. scratch_projects=6")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    from squeez_ray.config import ConfigError, load_config
-    from squeez_ray.dataset.sample import SampleConfig, build_sample
-    from squeez_ray.schema import DataError
-
-    try:
-        overrides = [*args.overrides, f"output_dir={args.out}"] + (["overwrite=true"] if args.overwrite else [])
-        config = load_config(SampleConfig, args.config, overrides)
-        manifest = build_sample(config)
-    except (ConfigError, DataError, FileNotFoundError) as error:
-        print(f"sample_data: {error}", file=sys.stderr)
-        return 2
-    counts = manifest["counts"]
-    print(json.dumps({"train": counts["train"], "dev": counts["dev"], "test": counts["test"],
-                      "tool_types": manifest.get("tool_types"), "dropped": manifest["dropped"],
-                      "seconds": manifest.get("seconds_total")}, indent=2))
-    print(f"wrote {args.out}/{{train,dev,test}}.parquet, manifest.json, stats.md")
-    return 0
+    return run_job("sample_data", work, argv, parser=parser, config_cls=SampleConfig,
+                   config_overrides=lambda a: [f"output_dir={a.out}"] + (["overwrite=true"] if a.overwrite else []),
+                   errors=(FileNotFoundError,))
 
 
 if __name__ == "__main__":

@@ -9,32 +9,23 @@ Families live in jobs/configs/synth_families.yaml. Rerunning resumes (written id
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 import sys
+
+from squeez_ray.dataset.synthesize import SynthesizeConfig, synthesize
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: SynthesizeConfig, args) -> Outcome:
+    manifest = synthesize(config)
+    return Outcome(summary={"counts": manifest["counts"], "dropped": manifest["dropped"]},
+                   notes=[f"labelled parts: {config.output_dir}/labelled/"],
+                   manifest=f"{config.output_dir}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", help="YAML config (jobs/configs/synthesize.yaml)")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. per_family=5")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-
-    from squeez_ray.config import ConfigError, load_config
-    from squeez_ray.dataset.synthesize import SynthError, SynthesizeConfig, synthesize
-    from squeez_ray.schema import DataError
-
-    try:
-        config = load_config(SynthesizeConfig, args.config, args.overrides)
-        manifest = synthesize(config)
-    except (ConfigError, DataError, SynthError) as error:
-        print(f"synthesize: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps({"counts": manifest["counts"], "dropped": manifest["dropped"]}, indent=2))
-    print(f"labelled parts: {config.output_dir}/labelled/; manifest: {config.output_dir}/manifest.json")
-    return 0
+    parser = job_parser(__doc__, SynthesizeConfig, config_help="YAML config (jobs/configs/synthesize.yaml)",
+                        overrides_example="per_family=5")
+    return run_job("synthesize", work, argv, parser=parser, config_cls=SynthesizeConfig)
 
 
 if __name__ == "__main__":

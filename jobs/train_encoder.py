@@ -11,44 +11,32 @@ reads: the project's Parquet/JSONL, released Squeez data (prompt/response JSONL)
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
+
+from squeez_ray.encoder.train import EncoderTrainConfig
+from squeez_ray.runner import Outcome, job_parser, run_job
+
+
+def work(config: EncoderTrainConfig, args) -> Outcome:
+    from squeez_ray.encoder.train import recalibrate, train_encoder
+
+    if args.recalibrate:
+        calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share,
+                                  config.calibration_objective)
+        return Outcome(summary={"model": args.recalibrate, "calibration": calibration})
+    manifest = train_encoder(config)
+    return Outcome(summary={"model": config.output_dir, "calibration": manifest["calibration"],
+                            "train_seconds": manifest["train_seconds"]})
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", required=True, help="YAML config (jobs/configs/encoder_*.yaml)")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides, e.g. epochs=1 window.max_length=256")
+    parser = job_parser(__doc__, EncoderTrainConfig, config_required=True,
+                        config_help="YAML config (jobs/configs/encoder_*.yaml)",
+                        overrides_example="epochs=1 window.max_length=256")
     parser.add_argument("--recalibrate", metavar="DIR", help="only re-calibrate this trained checkpoint on dev_data")
-    args = parser.parse_args(argv)
-
-    from squeez_ray.config import ConfigError, load_config
-    from squeez_ray.encoder.train import EncoderTrainConfig, recalibrate, train_encoder
-    from squeez_ray.schema import DataError
-
-    try:
-        config = load_config(EncoderTrainConfig, args.config, args.overrides)
-    except ConfigError as error:
-        print(error, file=sys.stderr)
-        return 2
-    if args.recalibrate:
-        try:
-            calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share,
-                                      config.calibration_objective)
-        except (DataError, FileNotFoundError, ValueError) as error:
-            print(f"train_encoder: {error}", file=sys.stderr)
-            return 2
-        print(json.dumps({"model": args.recalibrate, "calibration": calibration}, indent=2))
-        return 0
-    try:
-        manifest = train_encoder(config)
-    except (DataError, FileNotFoundError, ValueError) as error:  # bad data or paths: say which, no traceback
-        print(f"train_encoder: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps({"model": config.output_dir, "calibration": manifest["calibration"],
-                      "train_seconds": manifest["train_seconds"]}, indent=2))
-    return 0
+    # Bad data or paths: say which, no traceback.
+    return run_job("train_encoder", work, argv, parser=parser, config_cls=EncoderTrainConfig,
+                   errors=(FileNotFoundError, ValueError), logs=False)
 
 
 if __name__ == "__main__":

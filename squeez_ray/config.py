@@ -53,14 +53,14 @@ def load_config(cls: type[T], path: str | Path | None = None, overrides: list[st
     problems: list[str] = []
     items = overrides.items() if isinstance(overrides, dict) else (parse_override(o) for o in overrides or [])
     for key, value in items:
-        _set_dotted(data, key, value)
+        set_dotted(data, key, value)
     result = _build(cls, data, "", problems)
     if problems:
         raise ConfigError(problems, source)
     return result
 
 
-def _set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
+def set_dotted(data: dict[str, Any], key: str, value: Any) -> None:
     parts = key.split(".")
     node = data
     for part in parts[:-1]:

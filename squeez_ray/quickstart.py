@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,15 +31,16 @@ TINY_NOTICE = ("NOTE: this run trains a tiny random-weight model on a small samp
 
 @dataclass
 class QuickstartConfig:
-    out_dir: str = "runs/quickstart"
+    out_dir: str = "runs/quickstart"  # data, run, merged model, eval, summary.json
     data_dir: str | None = None  # an existing {train,dev,test}.parquet folder; None: build the local sample
     sample_overrides: list[str] = field(default_factory=list)  # key=value for jobs/sample_data.py
-    train_config: str = "jobs/configs/tiny_cpu.yaml"
-    train_overrides: list[str] = field(default_factory=list)
-    serve_config: str = "serve_configs/pruner_cpu.yaml"
-    port: int = 8000
-    eval_split: str = "test"
+    train_config: str = "jobs/configs/tiny_cpu.yaml"  # training YAML (jobs/train.py)
+    train_overrides: list[str] = field(default_factory=list)  # key=value for jobs/train.py
+    serve_config: str = "serve_configs/pruner_cpu.yaml"  # Ray Serve config to deploy the merged model with
+    port: int = 8000  # Serve HTTP port
+    eval_split: str = "test"  # split of the data evaluated
     eval_limit: int = 30  # examples per system; the tiny model on CPU is the slow one
+    # baseline backends evaluated beside the model
     baselines: list[str] = field(default_factory=lambda: ["bm25", "first", "last", "random"])
     tiny_model: bool = True  # print the "machinery, not quality" notice
 
@@ -52,7 +54,7 @@ class QuickstartConfig:
         return problems
 
 
-class QuickstartError(RuntimeError):
+class QuickstartError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     pass
 
 
@@ -220,10 +222,10 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
 
     # 6. bulk evaluation of the served model and the baselines in one run (jobs/evaluate.py --ray)
     t = _step(6, total, f"bulk evaluation on Ray Data: served model + {', '.join(config.baselines)}")
-    from squeez_ray.evaluate.bulk import main as evaluate_main
+    from squeez_ray.cli.eval import main as evaluate_main
 
     eval_dir = out / "eval"
-    argv = ["--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
+    argv = ["--ray", "--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
             "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
             "--server-url", url, "--limit", str(config.eval_limit), "--no-resume"]
     _check(evaluate_main(argv, prog="quickstart evaluate"), "evaluate")

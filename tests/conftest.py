@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# A worktree outside the main checkout names the shared folder with SQUEEZ_TEST_SHARED.
-SHARED = Path(os.environ.get("SQUEEZ_TEST_SHARED") or REPO.parent / "shared")
+# The shared, read-only project data (eval cases, trajectories) beside the checkout; a worktree that
+# stands elsewhere names it with SQUEEZ_SHARED (SQUEEZ_TEST_SHARED is the same, kept for old scripts).
+SHARED = Path(os.environ.get("SQUEEZ_SHARED") or os.environ.get("SQUEEZ_TEST_SHARED") or REPO.parent / "shared")
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -28,6 +28,7 @@ from typing import Any
 
 from squeez_ray.collect.tools import TOOL_TYPES
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 SHARD_DIR = "observations"
@@ -36,7 +37,7 @@ _NO_NAMESPACE = ("no network namespace can be created on this node (unshare --ne
                  "the network; set require_network_isolation=false to run with the dead-proxy trap only")
 
 
-class CollectError(RuntimeError):
+class CollectError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     """The job cannot run as configured (no network isolation, unreadable earlier output)."""
 
 
@@ -48,9 +49,9 @@ class CollectConfig:
     mirrors: str | None = None  # folder of <owner>__<name>.git bare mirrors; read only
     output_dir: str | None = None  # observations/part-*.parquet and manifest.json go here
     seed: int = 0  # same seed -> same plan -> resumable
-    min_calls: int = 3
-    max_calls: int = 7
-    tool_types: list[str] = field(default_factory=lambda: list(TOOL_TYPES))
+    min_calls: int = 3  # tool calls planned per instance, at least
+    max_calls: int = 7  # tool calls planned per instance, at most
+    tool_types: list[str] = field(default_factory=lambda: list(TOOL_TYPES))  # tool types the plan draws from
     decoy_rate: float = 0.25  # share of calls aimed at unrelated files/names (realistic noise)
     apply_test_patch: bool = True  # run tests as SWE-bench evaluation does: failing tests present
     keep_empty: bool = False  # write observations whose output is empty (a grep with no match)?
@@ -244,7 +245,12 @@ def collect(config: CollectConfig) -> dict[str, Any]:
             CollectWorker, fn_constructor_kwargs={"config": asdict(config), "run_id": run_id},
             batch_size=config.instances_per_shard, batch_format="pyarrow",
             compute=ray.data.ActorPoolStrategy(size=config.workers), num_cpus=config.cpus_per_worker)
-        summaries = dataset.take_all()
+        from squeez_ray.progress import Progress
+
+        with Progress("collect", unit="tool calls") as progress:
+            for row in dataset.iter_rows():
+                summaries.append(row)
+                progress.update(1, written=progress.fields.get("written", 0) + (row["status"] == "written"))
     if config.work_dir is None:  # local run: remove this run's checkouts (remote nodes clean their temp dirs)
         shutil.rmtree(Path(tempfile.gettempdir()) / "squeez-collect" / run_id, ignore_errors=True)
     else:

@@ -33,9 +33,10 @@ log = logging.getLogger(__name__)
 @dataclass
 class BuildConfig:
     inputs: list[str] = field(default_factory=list)  # labelled Parquet / JSONL files or folders of Parquet
-    output_dir: str = "data/dataset"
+    output_dir: str = "data/dataset"  # train/dev/test Parquet, manifest.json and stats.md go here
+    # group share per split
     ratios: dict[str, float] = field(default_factory=lambda: {"train": 0.8, "dev": 0.1, "test": 0.1})
-    seed: int = 0
+    seed: int = 0  # seeds the group split and the negatives
     negatives_share: float = 0.1  # share of each split made of explicit negatives (added ones count)
     qa: qa.QAConfig = field(default_factory=qa.QAConfig)
     overwrite: bool = False  # rebuild even when the manifest says the same inputs were built

@@ -26,8 +26,8 @@ DUPLICATE = "duplicate"
 
 @dataclass
 class QAConfig:
-    min_output_lines: int = 5
-    max_relevant_share: float = 0.5
+    min_output_lines: int = 5  # drop examples whose tool output is shorter
+    max_relevant_share: float = 0.5  # drop examples that keep more than this share of lines (no pruning to learn)
     dedup: bool = True  # by (instance_id, command); negatives are keyed by their own instance_id
 
     def validate(self) -> list[str]:

@@ -43,17 +43,17 @@ DEFAULT_PACKAGES = ["click", "idna", "jinja2", "markupsafe", "h11", "iniconfig",
 
 @dataclass
 class SampleConfig:
-    output_dir: str = "data/sample"
+    output_dir: str = "data/sample"  # jobs/sample_data.py: --out
     packages: list[str] = field(default_factory=lambda: list(DEFAULT_PACKAGES))  # import names in site-packages
     source_dirs: list[str] = field(default_factory=list)  # more directories of code (checkouts, unpacked sdists)
     include_this_repo: bool = True  # this checkout's files and git history (skipped without .git)
     scratch_projects: int = 6  # throwaway projects with failing tests, tracebacks, lint and type errors
     budget: CallBudget = field(default_factory=CallBudget)
     workers: int = 2  # tool runs in parallel
-    timeout_s: float = 60.0
-    seed: int = 0
+    timeout_s: float = 60.0  # per tool call
+    seed: int = 0  # seeds the call plan and the splits
     build: BuildConfig = field(default_factory=BuildConfig)
-    overwrite: bool = False
+    overwrite: bool = False  # rebuild even if output_dir already holds a sample
 
 
 def gather_observations(trees: list[SourceTree], budget: CallBudget, *, workers: int = 2, seed: int = 0,

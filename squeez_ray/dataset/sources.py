@@ -36,14 +36,14 @@ class SourceTree:
 @dataclass
 class CallBudget:
     """Tool calls per tree and tool type (the rule teacher labels what comes back)."""
-    read_file: int = 10
-    grep: int = 8
-    ls: int = 2
-    lint_output: int = 3
-    type_check: int = 0
-    git_log: int = 3
-    git_blame: int = 3
-    git_diff: int = 3
+    read_file: int = 10  # tool calls of this type per source tree
+    grep: int = 8  # tool calls of this type per source tree
+    ls: int = 2  # tool calls of this type per source tree
+    lint_output: int = 3  # calls per tree (ruff)
+    type_check: int = 0  # calls per tree (mypy)
+    git_log: int = 3  # tool calls of this type per git tree
+    git_blame: int = 3  # tool calls of this type per git tree
+    git_diff: int = 3  # tool calls of this type per git tree
     test_output: int = 6  # test files run (trees with runs_code only)
     python: int = 6  # imports / attribute lookups (trees with runs_code only)
     pip_install: int = 2  # trees with runs_code only

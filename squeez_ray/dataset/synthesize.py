@@ -21,6 +21,7 @@ from typing import Any
 
 from squeez_ray.label.pipeline import TeacherConfig
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,7 @@ SOURCE = "synthetic"
 GROUP_PREFIX = "synth-group:"
 
 
-class SynthError(ValueError):
+class SynthError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
     pass
 
 
@@ -44,15 +45,15 @@ class Family:
 
 @dataclass
 class SynthesizeConfig:
-    families: str = "jobs/configs/synth_families.yaml"
-    output_dir: str | None = None
-    per_family: int = 20
-    only_families: list[str] | None = None
-    min_lines: int = 15
-    max_lines: int = 120
-    synth_temperature: float = 0.8
-    seed: int = 0
-    ray_address: str | None = None
+    families: str = "jobs/configs/synth_families.yaml"  # YAML of the tool families to write
+    output_dir: str | None = None  # synthetic/ and labelled/ parts and manifest.json go here
+    per_family: int = 20  # outputs written per family
+    only_families: list[str] | None = None  # only these family names; None: all
+    min_lines: int = 15  # synthetic outputs shorter than this are dropped
+    max_lines: int = 120  # synthetic outputs longer than this are dropped
+    synth_temperature: float = 0.8  # sampling temperature when writing outputs
+    seed: int = 0  # seeds scenario order
+    ray_address: str | None = None  # Ray cluster to join; None: RAY_ADDRESS, else a local Ray
     teacher: TeacherConfig = field(default_factory=lambda: TeacherConfig(engine="http"))
 
     def validate(self) -> list[str]:

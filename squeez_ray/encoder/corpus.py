@@ -41,16 +41,17 @@ def _package_budget() -> CallBudget:
 
 @dataclass
 class EncoderDataConfig:
-    output_dir: str = "runs/encoder_data"
+    output_dir: str = "runs/encoder_data"  # the splits, labelled.jsonl, manifest, stats
     cache_dir: str = "runs/encoder_data_cache"  # downloads, unpacked sources, per-package observations
+    # PyPI packages to download and run tools over (name, version)
     packages: list[PackageSpec] = field(default_factory=list)
     budget: CallBudget = field(default_factory=_package_budget)
     scratch_projects: int = 8  # the labelling helper's scratch projects with real bugs (tracebacks, lint)
-    include_this_repo: bool = False
+    include_this_repo: bool = False  # also run tools over this checkout
     min_packages: int = 30  # fail loudly rather than train on a thin, unrepresentative set
-    workers: int = 2
-    timeout_s: float = 60.0
-    seed: int = 0
+    workers: int = 2  # packages observed in parallel
+    timeout_s: float = 60.0  # per tool call
+    seed: int = 0  # seeds the call plan and the splits
     build: BuildConfig = field(default_factory=BuildConfig)
 
     def validate(self) -> list[str]:

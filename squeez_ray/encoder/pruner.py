@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 from typing import Sequence
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.spans import spans_from_line_numbers
 

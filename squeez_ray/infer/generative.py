@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.infer.chunking import Chunk, split_into_chunks
 from squeez_ray.infer.mapping import map_lines_to_spans
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, build_messages, parse_target, render_prompt
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, build_messages, parse_target, render_prompt
 from squeez_ray.spans import spans_from_line_numbers, split_lines
 
 log = logging.getLogger(__name__)
@@ -161,7 +161,7 @@ class GenerativePruner(Pruner):
 
     def __init__(self, engine: Engine, options: Any, *, model_dir: str | Path | None = None):
         self.engine = engine
-        self.options = options  # BackendOptions (not imported: backends.py imports this package)
+        self.options = options  # BackendOptions (infer/registry.py)
         limit = options.max_new_tokens
         if limit and limit < ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS:
             # Every line shown to the model must fit in one answer; a smaller limit would cut each

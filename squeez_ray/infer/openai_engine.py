@@ -1,8 +1,8 @@
 """The openai backend: any OpenAI-compatible server (vLLM, SGLang, a hosted API) via /v1/chat/completions.
 
-The ``openai`` client supplies the transport policy we want: retries with exponential backoff and
-jitter on 408/409/429/5xx and connection errors (honouring Retry-After), and a per-request timeout.
-We add bounded concurrency (``max_concurrency`` requests in flight) and, when the server's own
+Retries follow the project's one policy (``squeez_ray.http_retry``: exponential backoff with jitter
+on 408/409/429/5xx and connection errors, honouring Retry-After; the ``openai`` client's own retries
+are off), with the client's per-request timeout. We add bounded concurrency (``max_concurrency`` requests in flight) and, when the server's own
 tokenizer is not at hand, characters / 4 as the token count (``--model DIR`` gives a local one).
 ``engine_kwargs`` are sent as extra request-body fields (default: ask Qwen-style chat templates for
 no thinking block, which vLLM and SGLang understand).
@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import logging
 import os
+import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Sequence, TypeVar
 
+from squeez_ray.http_retry import RetryPolicy
 from squeez_ray.infer.generative import (ChunkJob, ContextOverflowError, Engine, Generation, GenerativePruner,
                                          checkpoint_context_length, load_tokenizer)
 
@@ -23,6 +26,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_EXTRA_BODY = {"chat_template_kwargs": {"enable_thinking": False}}
 DEFAULT_CONTEXT_TOKENS = 32768
+T = TypeVar("T")
 
 
 def api_base(server_url: str) -> str:
@@ -38,8 +42,9 @@ class OpenAIEngine(Engine):
                  extra_body: dict[str, Any] | None = None):
         from openai import OpenAI
 
-        self.client = OpenAI(base_url=api_base(server_url), api_key=api_key or os.environ.get("SQUEEZ_API_KEY") or "EMPTY", timeout=timeout_s,
-                             max_retries=max_retries)
+        self.client = OpenAI(base_url=api_base(server_url), api_key=api_key or os.environ.get("SQUEEZ_API_KEY") or "EMPTY",
+                             timeout=timeout_s, max_retries=0)  # retries: self.retry
+        self.retry = RetryPolicy(max_retries=max_retries, backoff_max_s=10.0)
         self._server_model = server_model
         self._context = max_context_tokens
         self.max_concurrency = max(1, max_concurrency)
@@ -63,7 +68,7 @@ class OpenAIEngine(Engine):
     def _resolve(self) -> None:
         if self._server_model is not None and self._context is not None:
             return
-        models = list(self.client.models.list())
+        models = self._with_retries(lambda: list(self.client.models.list()))
         if not models and self._server_model is None:
             raise RuntimeError("the server lists no models; pass --server-model")
         chosen = next((m for m in models if m.id == self._server_model), models[0] if models else None)
@@ -81,10 +86,24 @@ class OpenAIEngine(Engine):
         self._resolve()
         return int(self._context)
 
+    def _with_retries(self, call: Callable[[], T]) -> T:
+        from openai import APIConnectionError, APIStatusError  # APITimeoutError is an APIConnectionError
+
+        for attempt in range(self.retry.attempts):
+            try:
+                return call()
+            except (APIConnectionError, APIStatusError) as error:
+                status = error.status_code if isinstance(error, APIStatusError) else None
+                if not self.retry.retryable(status) or attempt + 1 == self.retry.attempts:
+                    raise
+                headers = error.response.headers if isinstance(error, APIStatusError) else {}
+                time.sleep(self.retry.delay(attempt, headers.get("retry-after")))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
     def _one(self, job: ChunkJob) -> Generation:
-        response = self.client.chat.completions.create(
+        response = self._with_retries(lambda: self.client.chat.completions.create(
             model=self.model_name, messages=job.messages, max_tokens=job.max_new_tokens, temperature=0.0,
-            extra_body=self.extra_body or None)
+            extra_body=self.extra_body or None))
         text = response.choices[0].message.content or ""
         usage = response.usage
         return Generation(text, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)

@@ -3,9 +3,10 @@
     squeez --backend server --server-url http://127.0.0.1:8000 "which test failed"
 
 Requests go out in batches of ``batch_size`` items, up to ``max_concurrency`` at once. A 503
-(queues full) or a connection failure is retried up to ``max_retries`` times, waiting what the
-server's Retry-After says (capped) or an exponential backoff; a 4xx is the caller's mistake and is
-raised at once with the server's message. The answers are the server's own (spans, verbatim text,
+(queues full), another "not now" status or a connection failure is retried up to ``max_retries``
+times by the project's one policy (``squeez_ray.http_retry``: the server's Retry-After, capped, or
+an exponential backoff); any other 4xx is the caller's mistake and is raised at once with the
+server's message. The answers are the server's own (spans, verbatim text,
 pruned flag): the service already failed open where it had to.
 """
 
@@ -17,11 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Any, Sequence
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.http_retry import RetryPolicy
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions
+from squeez_ray.infer.registry import BackendOptions
 
-RETRY_STATUSES = frozenset({502, 503, 504})
-MAX_RETRY_WAIT_S = 10.0
+MAX_RETRY_WAIT_S = 10.0  # a pipe waits on this client: no single wait longer
 _RESULT_FIELDS = {f.name for f in fields(PruneResult)}
 
 
@@ -43,6 +44,7 @@ class ServerPruner(Pruner):
         # Accept the URL with or without the /v1 an OpenAI client would use.
         self.url = (base[:-3] if base.endswith("/v1") else base) + "/v1/prune/batch"
         self.options = options
+        self.retry = RetryPolicy(max_retries=options.max_retries, backoff_base_s=0.25, backoff_max_s=MAX_RETRY_WAIT_S)
         self._local = threading.local()
 
     def _session(self) -> Any:
@@ -69,10 +71,9 @@ class ServerPruner(Pruner):
 
         body = {"items": [{"query": r.query, "tool_output": r.tool_output, "tool_type": r.tool_type} for r in batch],
                 "options": {"line_numbers": render_options.line_numbers, "markers": render_options.markers}}
-        attempts = max(0, self.options.max_retries) + 1
         last: Exception | None = None
-        for attempt in range(attempts):
-            wait = min(MAX_RETRY_WAIT_S, 0.25 * 2 ** attempt)
+        for attempt in range(self.retry.attempts):
+            retry_after = None
             try:
                 response = self._session().post(self.url, json=body, timeout=(5.0, self.options.timeout_s))
             except (requests.ConnectionError, requests.Timeout) as error:
@@ -82,11 +83,11 @@ class ServerPruner(Pruner):
                     return self._results(response, len(batch))
                 message = _error_message(response)
                 last = ServerError(f"{self.url} answered {response.status_code}: {message}", response.status_code)
-                if response.status_code not in RETRY_STATUSES:
+                if not self.retry.retryable(response.status_code):
                     raise last
-                wait = _retry_after(response, wait)
-            if attempt + 1 < attempts:
-                time.sleep(wait)
+                retry_after = response.headers.get("Retry-After")
+            if attempt + 1 < self.retry.attempts:
+                time.sleep(self.retry.delay(attempt, retry_after))
         raise last  # type: ignore[misc]
 
     def _results(self, response: Any, expected: int) -> list[PruneResult]:
@@ -105,13 +106,6 @@ def _error_message(response: Any) -> str:
         return str(response.json()["error"]["message"])
     except (ValueError, KeyError, TypeError):
         return response.text[:500]
-
-
-def _retry_after(response: Any, default: float) -> float:
-    try:
-        return min(MAX_RETRY_WAIT_S, max(0.0, float(response.headers.get("Retry-After", default))))
-    except ValueError:
-        return default
 
 
 def build_server(options: BackendOptions) -> Pruner:

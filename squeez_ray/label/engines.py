@@ -29,22 +29,22 @@ Engine = Callable[[Any], Any]  # ray.data.Dataset -> ray.data.Dataset
 
 @dataclass
 class HttpTeacherConfig:
-    url: str = "http://127.0.0.1:8000/v1"
-    model: str = "openai/gpt-oss-120b"
+    url: str = "http://127.0.0.1:8000/v1"  # base URL of the OpenAI-compatible server (…/v1)
+    model: str = "openai/gpt-oss-120b"  # model name the server serves
     api_key_env: str = "SQUEEZ_TEACHER_API_KEY"  # the key is read from this variable, never from YAML
     max_concurrency: int = 8  # requests in flight across all actors
-    num_actors: int = 1
+    num_actors: int = 1  # Ray actors sending requests
     batch_size: int = 32  # rows per actor call
-    max_retries: int = 4
-    backoff_base_s: float = 1.0
-    backoff_max_s: float = 30.0
-    timeout_s: float = 120.0
+    max_retries: int = 4  # retries per request on timeouts, 429 and 5xx
+    backoff_base_s: float = 1.0  # first retry delay; doubles each retry, with jitter
+    backoff_max_s: float = 30.0  # longest retry delay
+    timeout_s: float = 120.0  # seconds per request
     request_budget: int | None = None  # total HTTP attempts for the run (retries included); None: unlimited
-    temperature: float = 0.0
-    max_tokens: int = 1024
-    json_mode: bool = False
+    temperature: float = 0.0  # sampling temperature of the teacher
+    max_tokens: int = 1024  # reply budget per request
+    json_mode: bool = False  # ask for response_format json_object
     json_schema: bool = False  # constrain replies with each stage's JSON schema (servers with structured outputs)
-    extra_body: dict[str, Any] = field(default_factory=dict)
+    extra_body: dict[str, Any] = field(default_factory=dict)  # extra fields merged into each request body
 
     def validate(self) -> list[str]:
         problems = []
@@ -70,13 +70,13 @@ class HttpTeacherConfig:
 class VllmTeacherConfig:
     model: str = ""  # a local checkpoint directory or a model id the cluster can load
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # passed through to vLLM
-    batch_size: int = 16
+    batch_size: int = 16  # rows per engine batch
     concurrency: int = 1  # engine replicas
     # CPU nodes: the engine's placement bundle. Null on GPU nodes (ray.data.llm's default bundle).
     cpu_bundle: float | None = None
     stage_num_cpus: float = 0.1  # chat-template / tokenize / detokenize / pre- and post-process stages
-    temperature: float = 0.0
-    max_tokens: int = 1024
+    temperature: float = 0.0  # sampling temperature of the teacher
+    max_tokens: int = 1024  # reply budget per request
     structured_outputs: bool = True  # constrain replies to each stage's JSON schema (xgrammar / guidance)
 
 

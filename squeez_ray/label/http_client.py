@@ -1,9 +1,10 @@
 """A bounded async client for OpenAI-compatible chat endpoints (the HTTP teacher's transport).
 
 Bounded three ways, because a labelling run is thousands of calls against a paid or shared
-endpoint: at most ``max_concurrency`` requests in flight, retries with exponential backoff (and the
-server's ``Retry-After``) on 429, 5xx and connection errors only, and a request budget that every
-attempt draws from (a retry costs what a first try costs). A call never raises for transport
+endpoint: at most ``max_concurrency`` requests in flight, retries by the project's one policy
+(``squeez_ray.http_retry``: exponential backoff with jitter, or the server's ``Retry-After``, on 429,
+5xx and connection errors only), and a request budget that every attempt draws from (a retry costs
+what a first try costs). A call never raises for transport
 problems: it returns a :class:`ChatOutcome` whose ``error`` names what went wrong, so the caller
 can count the row instead of failing the job.
 """
@@ -13,10 +14,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import random
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from squeez_ray.http_retry import RetryPolicy
 from squeez_ray.label.prompts import reply_schema
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,6 @@ BUDGET_EXHAUSTED = "budget_exhausted"
 HTTP_ERROR = "http_error"  # a non-retryable status (400, 401, 404, ...)
 RETRIES_EXHAUSTED = "retries_exhausted"  # 429 / 5xx / connection errors on every attempt
 BAD_RESPONSE = "bad_response"  # 200 but not a chat completion body
-
-RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 
 
 class Budget(Protocol):
@@ -66,6 +65,10 @@ class ChatSettings:
     extra_body: dict[str, Any] | None = None  # passed through, e.g. {"reasoning_effort": "low"}
 
     @property
+    def retry(self) -> RetryPolicy:
+        return RetryPolicy(self.max_retries, self.backoff_base_s, self.backoff_max_s)
+
+    @property
     def endpoint(self) -> str:
         base = self.url.rstrip("/")
         return base if base.endswith("/chat/completions") else f"{base}/chat/completions"
@@ -86,13 +89,6 @@ def _reply_text(body: Any) -> str | None:
         return None
     content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else None
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value else None
-    except ValueError:
-        return None  # an HTTP date: fall back to our own backoff
 
 
 class ChatClient:
@@ -132,13 +128,6 @@ class ChatClient:
         payload.update(s.extra_body or {})
         return payload
 
-    def _backoff(self, attempt: int, retry_after: float | None) -> float:
-        s = self.settings
-        if retry_after is None:
-            # jitter spreads the retries of many rows that failed together (a 429 burst)
-            retry_after = s.backoff_base_s * (2 ** attempt) * (0.5 + random.random() / 2)
-        return min(s.backoff_max_s, retry_after)
-
     async def chat(self, messages: list[dict[str, str]]) -> ChatOutcome:
         import aiohttp
 
@@ -146,8 +135,9 @@ class ChatClient:
         payload = json.dumps(self._payload(messages))
         last = ""
         attempts = 0
+        retry = self.settings.retry
         async with self._semaphore:
-            for attempt in range(self.settings.max_retries + 1):
+            for attempt in range(retry.attempts):
                 if not await self.budget.take():
                     return ChatOutcome(None, BUDGET_EXHAUSTED, "request budget spent", attempts)
                 attempts += 1
@@ -164,12 +154,12 @@ class ChatClient:
                                 return ChatOutcome(None, BAD_RESPONSE, text[:200], attempts)
                             return ChatOutcome(reply, None, "", attempts)
                         last = f"HTTP {response.status}: {text[:200]}"
-                        if response.status not in RETRYABLE_STATUS:
+                        if not retry.retryable(response.status):
                             return ChatOutcome(None, HTTP_ERROR, last, attempts)
-                        retry_after = _retry_after(response.headers.get("Retry-After"))
+                        retry_after = response.headers.get("Retry-After")
                 except (aiohttp.ClientError, asyncio.TimeoutError) as error:
                     last = f"{type(error).__name__}: {error}"
-                if attempt < self.settings.max_retries:
+                if attempt + 1 < retry.attempts:
                     log.debug("teacher request failed (%s); retry %d", last, attempt + 1)
-                    await asyncio.sleep(self._backoff(attempt, retry_after))
+                    await asyncio.sleep(retry.delay(attempt, retry_after))
         return ChatOutcome(None, RETRIES_EXHAUSTED, last, attempts)

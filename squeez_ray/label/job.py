@@ -20,11 +20,12 @@ from typing import Any
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 from squeez_ray.label.stages import to_example
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 
 
-class LabelJobError(RuntimeError):
+class LabelJobError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     pass
 
 
@@ -32,12 +33,12 @@ class LabelJobError(RuntimeError):
 class LabelConfig:
     observations: str | None = None  # raw observations: a Parquet/JSONL file or a folder of Parquet parts
     instances: str | None = None  # SWE-bench-style instances whose problem_statement becomes the task text
-    output_dir: str | None = None
+    output_dir: str | None = None  # labelled/part-*.parquet and manifest.json go here
     source: str = "swe"  # the ``source`` of the labelled rows
     teacher: TeacherConfig = field(default_factory=TeacherConfig)
     chunk_size: int = 1000  # observations per output part (the unit of resume)
     limit: int | None = None  # label at most this many observations (trial runs)
-    ray_address: str | None = None
+    ray_address: str | None = None  # Ray cluster to join; None: RAY_ADDRESS, else a local Ray
 
     def validate(self) -> list[str]:
         problems = [f"{name}: required" for name in ("observations", "output_dir") if not getattr(self, name)]
@@ -124,6 +125,9 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
     totals: Counter = Counter()
     dropped: Counter = Counter()
     drop_examples: dict[str, str] = {}
+    from squeez_ray.progress import Progress
+
+    progress = Progress("label", total=len(todo), unit="observations")
     for start in range(0, len(todo), config.chunk_size):
         chunk = todo[start:start + config.chunk_size]
         outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
@@ -141,10 +145,12 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
         totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
                        "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
                        "left_for_rerun": len(later)})
+        progress.update(len(chunk), labelled=totals["labelled"], dropped=sum(dropped.values()))
         if budget is not None and dropped.get("budget_exhausted"):
             log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
             totals["not_started"] = len(todo) - start - len(chunk)
             break
+    progress.close()
     if budget is not None:
         totals["requests_charged_to_budget"] = ray.get(budget.spent.remote())
         ray.kill(budget)

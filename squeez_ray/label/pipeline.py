@@ -26,14 +26,15 @@ TRANSPORT_REASONS = frozenset({BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, 
 
 @dataclass
 class TeacherConfig:
+    # rules (no LLM), http (a server), vllm (in-cluster), file
     engine: Literal["rules", "http", "vllm", "file"] = "rules"
     http: HttpTeacherConfig = field(default_factory=HttpTeacherConfig)
     vllm: VllmTeacherConfig = field(default_factory=VllmTeacherConfig)
     file: FileTeacherConfig = field(default_factory=FileTeacherConfig)  # hand labels (docs/HANDLABEL.md)
     content_first_retry: bool = True  # ask again, output first, when a positive gets no spans
-    max_query_chars: int = 300
-    max_output_lines: int = 2000
-    skip_errored: bool = True
+    max_query_chars: int = 300  # longer teacher queries are dropped
+    max_output_lines: int = 2000  # longer outputs are not sent to the teacher
+    skip_errored: bool = True  # drop rows whose teacher call failed instead of writing them unlabelled
 
     def validate(self) -> list[str]:
         # http's own checks run as a nested dataclass; the vLLM model is only required when used

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, parse_target, render_target
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, parse_target, render_target
 from squeez_ray.schema.contracts import DataError, RowChecker, check_example
 from squeez_ray.spans import kept_text, split_lines
 

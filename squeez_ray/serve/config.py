@@ -48,7 +48,7 @@ class Limits:
 class ServeAppConfig:
     """Arguments of ``squeez_ray.serve.app:build_app`` (the ``args:`` of a Serve config)."""
 
-    # "vllm": model replicas (ray.serve.llm LLMServer) + the pruning API; any other backends.py name
+    # "vllm": model replicas (ray.serve.llm LLMServer) + the pruning API; any other registry name (infer/registry.py)
     # (bm25, first, encoder, ...) runs in the API replicas themselves, with no model deployment.
     backend: str = MODEL_BACKEND
     model: str | None = None  # checkpoint directory; $SQUEEZ_SERVE_MODEL overrides it
@@ -71,7 +71,7 @@ class ServeAppConfig:
     auth_token_env: str = TOKEN_ENV  # bearer token read from this variable in the API replicas; unset: no auth
 
     def validate(self) -> list[str]:
-        from squeez_ray.backends import BACKENDS, BackendOptions
+        from squeez_ray.infer.registry import BACKENDS, BackendOptions
 
         problems = []
         if self.backend != MODEL_BACKEND and self.backend not in BACKENDS:

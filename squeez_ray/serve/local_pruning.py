@@ -1,4 +1,4 @@
-"""Pruning inside the API replica with any backends.py pruner that needs no model deployment
+"""Pruning inside the API replica with any pruner of infer/registry.py that needs no model deployment
 (bm25 and the other baselines, the encoder): the same ``build_pruner`` the CLI and jobs use."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from squeez_ray.serve.config import ServeAppConfig
 
 class LocalPruning:
     def __init__(self, config: ServeAppConfig):
-        from squeez_ray.backends import BackendOptions, build_pruner
+        from squeez_ray.infer.registry import BackendOptions, build_pruner
 
         options = BackendOptions(**{**config.pruner, "model": config.resolved_model() or config.pruner.get("model")})
         self._pruner = build_pruner(config.backend, options)

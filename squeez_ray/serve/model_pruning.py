@@ -19,7 +19,7 @@ from squeez_ray.spans import split_lines
 
 class ModelPruning:
     def __init__(self, config: ServeAppConfig, llm_server: Any):
-        from squeez_ray.backends import BackendOptions
+        from squeez_ray.infer.registry import BackendOptions
         from squeez_ray.infer.generative import GenerativePruner
 
         model_dir = config.resolved_model()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-# Base-model names that build a tiny random-weight checkpoint on the fly (squeez_ray.testing.tiny).
+# Base-model names that build a tiny random-weight checkpoint on the fly (squeez_ray.train.tiny).
 TINY_MODELS = ("tiny-qwen3", "tiny-qwen35")
 
 
@@ -25,7 +25,7 @@ class ModelSection:
     # Random weights of the base's architecture (benchmarks, no download): ``architecture`` holds the
     # config.json fields (model_type included); ``base`` is then only a label.
     random_init: bool = False
-    architecture: dict[str, Any] = field(default_factory=dict)
+    architecture: dict[str, Any] = field(default_factory=dict)  # random_init only: config fields of the architecture (model_type first)
 
     def validate(self) -> list[str]:
         problems = []
@@ -40,9 +40,9 @@ class ModelSection:
 
 @dataclass
 class LoraSection:
-    r: int = 16
-    alpha: int = 32
-    dropout: float = 0.05
+    r: int = 16  # LoRA rank
+    alpha: int = 32  # LoRA scaling (alpha / r multiplies the update)
+    dropout: float = 0.05  # dropout on the LoRA input
     # "all-linear": every nn.Linear but the output head (attention, linear attention, MLP); or a list of names.
     target_modules: Any = "all-linear"
 
@@ -67,17 +67,17 @@ class DataSection:
     train_path: str = ""  # Parquet / JSONL in the project format, or released Squeez prompt/response rows
     eval_path: str | None = None  # dev rows for in-training evaluation; None: the eval_split rows of train_path
     train_split: str | None = "train"  # keep rows whose split is this; None: every row
-    eval_split: str | None = "dev"
+    eval_split: str | None = "dev"  # split used for eval loss and generation F1; None: none
     max_seq_length: int = 20000  # prompt + response tokens
     # Longer examples: "truncate" cuts tool-output lines outside the gold block (never the target);
     # "drop" skips them. Both are counted in the manifest.
     overlong: Literal["truncate", "drop"] = "truncate"
-    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.infer.prompt)
-    shuffle_seed: int = 0
+    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.prompt)
+    shuffle_seed: int = 0  # seeds the shuffle of training examples
     repeat: int = 1  # repeat the training rows (smoke runs on a handful of rows)
     max_examples: int | None = None  # debug knob: first N rows after filtering
     tokenize_num_cpus: float = 0.5  # per Ray Data tokenizer actor; fractional so it fits beside the workers
-    tokenize_batch_size: int = 32
+    tokenize_batch_size: int = 32  # rows per Ray Data tokenize batch
     tokenize_actors: int = 1  # parallel tokenizer actors (raise on large sets / many CPUs)
 
     def validate(self) -> list[str]:
@@ -99,19 +99,19 @@ class DataSection:
 
 @dataclass
 class OptimSection:
-    epochs: float = 3.0
+    epochs: float = 3.0  # passes over the training set (fractions allowed)
     max_steps: int = -1  # debug knob: > 0 overrides epochs (optimizer steps)
-    per_device_batch_size: int = 8
-    gradient_accumulation_steps: int = 4
-    learning_rate: float = 2e-4
-    lr_scheduler: str = "cosine"
-    warmup_ratio: float = 0.05
-    weight_decay: float = 0.01
-    max_grad_norm: float = 1.0
+    per_device_batch_size: int = 8  # examples per worker step
+    gradient_accumulation_steps: int = 4  # steps accumulated per optimizer step
+    learning_rate: float = 2e-4  # peak learning rate of the adapter
+    lr_scheduler: str = "cosine"  # transformers scheduler name (cosine, linear, constant, ...)
+    warmup_ratio: float = 0.05  # share of optimizer steps spent warming up
+    weight_decay: float = 0.01  # AdamW weight decay
+    max_grad_norm: float = 1.0  # gradient clipping norm
     bf16: bool = True  # mixed precision; false on CPU, where bf16 matmuls are slow
-    logging_steps: int = 10
+    logging_steps: int = 10  # optimizer steps between loss reports
     save_steps: int = 0  # 0: a checkpoint at the end of each epoch
-    seed: int = 42
+    seed: int = 42  # seeds weights of the adapter and data order
     deepspeed: str | None = None  # DeepSpeed config JSON (ZeRO 2 / 3), relative to the working directory
     use_cpu: bool = False  # train on CPU even where CUDA exists (DeepSpeed on CPU needs it)
     # Debug knob: raise once at this optimizer step when the run has not resumed yet, to exercise Ray's
@@ -140,11 +140,11 @@ class OptimSection:
 
 @dataclass
 class ScalingSection:
-    num_workers: int = 1
-    use_gpu: bool = True
-    cpus_per_worker: float = 1.0
+    num_workers: int = 1  # Ray Train workers (one per GPU)
+    use_gpu: bool = True  # one GPU per worker
+    cpus_per_worker: float = 1.0  # CPUs reserved per worker
     resources_per_worker: dict[str, float] = field(default_factory=dict)  # extra (e.g. {"accelerator_type:A100": 0.01})
-    placement_strategy: str = "PACK"
+    placement_strategy: str = "PACK"  # Ray placement group strategy (PACK, SPREAD, STRICT_PACK)
 
     def validate(self) -> list[str]:
         problems = []
@@ -161,9 +161,9 @@ class ScalingSection:
 class RunSection:
     name: str = ""  # same storage_path + name = the same run: a resubmitted job resumes from its latest checkpoint
     storage_path: str = "runs"  # local directory or cloud URI (s3://, gs://); shared storage on multi-node clusters
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = 2  # checkpoints kept (by checkpoint_score, else the latest)
     checkpoint_score: str | None = None  # e.g. "eval_f1" to keep the best; None: keep the latest
-    checkpoint_score_order: Literal["max", "min"] = "max"
+    checkpoint_score_order: Literal["max", "min"] = "max"  # max or min of checkpoint_score is best
     max_failures: int = 2  # automatic restarts from the latest checkpoint after a worker failure
 
     def validate(self) -> list[str]:
@@ -180,9 +180,9 @@ class RunSection:
 @dataclass
 class EvalSection:
     enabled: bool = False  # generate on a dev sample at each epoch end (rank 0) and report F1 / recall / compression
-    num_examples: int = 32
-    max_new_tokens: int = 512
-    batch_size: int = 4
+    num_examples: int = 32  # dev examples generated per evaluation
+    max_new_tokens: int = 512  # generation budget per example
+    batch_size: int = 4  # examples generated per batch
     fuzzy_threshold: float = 90.0  # rapidfuzz score for mapping generated lines back to source lines
 
     def validate(self) -> list[str]:

@@ -16,7 +16,8 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt, render_target
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt, render_target
+from squeez_ray.errors import JobError
 from squeez_ray.spans import kept_text, line_numbers_of, split_lines
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ IGNORE_INDEX = -100  # labels the loss skips (prompt and padding)
 _MARK = "\x00squeez-end-of-turn\x00"
 
 
-class TrainDataError(ValueError):
+class TrainDataError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
     """Bad training input: names the file, row or field."""
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from squeez_ray.infer.prompt import parse_target, render_prompt
+from squeez_ray.prompt import parse_target, render_prompt
 
 
 def eval_row(example: dict[str, Any]) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def _trainer_class():
 
 
 def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
-               tokenizer: Any, fail_at_step: int, steps_per_epoch: int, resumed: bool):
+               tokenizer: Any, fail_at_step: int, steps_per_epoch: int, resumed: bool, progress: bool = False):
     import ray.train
     from transformers import TrainerCallback
 
@@ -95,6 +95,9 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
                 elapsed = now - self.mark[0]
                 metrics["tokens_per_s"] = (tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0
                 self.mark = (now, tokens)
+                if progress and rank == 0:  # the driver is a terminal: a line a person can watch
+                    print(f"train: step {state.global_step}/{state.max_steps}, loss {metrics['loss']:.4f}, "
+                          f"{metrics['tokens_per_s']:.0f} tokens/s, epoch {metrics['epoch']:.2f}", flush=True)
             shared["latest"] = {**shared["latest"], **metrics}
             ray.train.report({**shared["latest"], **shared["eval"]})
 
@@ -191,7 +194,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
                              cfg.train.debug_fail_at_step,
                              steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps),
-                             resumed=checkpoint is not None))
+                             resumed=checkpoint is not None, progress=bool(loop_config.get("progress"))))
     if checkpoint is None:
         trainer.train()
         return

@@ -19,12 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.errors import JobError
 from squeez_ray.train.loop import METADATA_FILE
 
 log = logging.getLogger(__name__)
 
 
-class MergeError(ValueError):
+class MergeError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
     """A checkpoint or output folder that cannot be merged into / written, named."""
 
 
@@ -121,7 +122,7 @@ def verify_with_vllm(model_dir: str | Path, *, max_model_len: int = 2048, max_to
     from transformers import AutoConfig
     from vllm import LLM, SamplingParams
 
-    from squeez_ray.infer.prompt import render_prompt
+    from squeez_ray.prompt import render_prompt
 
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", max_model_len)

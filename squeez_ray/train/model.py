@@ -23,7 +23,7 @@ def resolve_base(model_cfg: ModelSection, run_dir: Path) -> str:
     if model_cfg.base in TINY_MODELS:
         target = run_dir / "base_model"
         if not (target / "config.json").is_file():  # reuse on resume: the adapter was trained on these weights
-            from squeez_ray.testing import tiny
+            from squeez_ray.train import tiny
 
             build = tiny.build_tiny_qwen3 if model_cfg.base == "tiny-qwen3" else tiny.build_tiny_qwen35
             build(target)
@@ -46,7 +46,7 @@ def build_random_model(model_cfg: ModelSection, out_dir: Path) -> None:
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from squeez_ray.testing.tiny import save_tiny_tokenizer
+    from squeez_ray.train.tiny import save_tiny_tokenizer
 
     fields = dict(model_cfg.architecture)
     model_type = fields.pop("model_type")
@@ -67,7 +67,7 @@ def load_tokenizer(base: str) -> Any:
     if not tokenizer.chat_template:
         # A base checkpoint without a template: use ChatML (what Qwen's own templates render); the
         # merged checkpoint saves it, so serving renders the prompt exactly as training did.
-        from squeez_ray.testing.tiny import CHAT_TEMPLATE
+        from squeez_ray.train.tiny import CHAT_TEMPLATE
 
         log.warning("%s has no chat template; using ChatML", base)
         tokenizer.chat_template = CHAT_TEMPLATE

@@ -17,15 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import to_dict
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.progress import progress_enabled
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 from squeez_ray.train.config import TrainConfig
 
 log = logging.getLogger(__name__)
 
 
-class TrainJobError(RuntimeError):
+class TrainJobError(JobError, RuntimeError):  # JobError: the job runner reports it as one line, exit 2
     """A user-facing problem with the job's inputs (named file, field), reported without a traceback."""
 
 
@@ -103,7 +105,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     trainer = TorchTrainer(
         train_loop_per_worker,
         train_loop_config={"config": config, "base": base, "n_batches": n_batches, "metadata": metadata,
-                           "eval_rows": _eval_sample(config),
+                           "eval_rows": _eval_sample(config), "progress": progress_enabled(),
                            "deepspeed": json.loads(Path(config.train.deepspeed).read_text()) if config.train.deepspeed else None},
         scaling_config=ray.train.ScalingConfig(num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
                                                resources_per_worker=resources,

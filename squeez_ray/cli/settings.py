@@ -25,8 +25,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.backends import BACKENDS, BackendOptions
 from squeez_ray.config import ConfigError, load_config
+from squeez_ray.infer.registry import BACKENDS, BackendOptions
 
 # Backends that need a local checkpoint, and those that need a server.
 MODEL_BACKENDS = ("vllm", "transformers", "encoder")

@@ -38,14 +38,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
-from squeez_ray.backends import add_backend_arguments, build_pruner
+from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from squeez_ray.cli.pipe import note as _note
+from squeez_ray.cli.pipe import release as _release
+from squeez_ray.cli.pipe import reserved_stdout as _reserved_stdout
+from squeez_ray.cli.show import open_store as _open_store
+from squeez_ray.cli.store import StoreError
 from squeez_ray.config import ConfigError
-from squeez_ray.infer import settings as settings_mod
 from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
-from squeez_ray.infer.store import OutputStore, StoreError
+from squeez_ray.infer.registry import add_backend_arguments, build_pruner
 from squeez_ray.spans import count_lines, normalize_spans, render, split_lines
 
-EXIT_OK, EXIT_BACKEND, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 _CHUNK = 1 << 20
 
 
@@ -394,80 +398,3 @@ def _kept_lines(data: bytes, spans: list[list[int]]) -> Iterator[str]:
 
 def _share(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "n/a"
-
-
-def _note(message: str) -> None:
-    print(f"squeez: {message}", file=sys.stderr, flush=True)
-
-
-def _open_store(settings: Any) -> OutputStore:
-    root = settings.store_dir or settings_mod.default_store_dir(os.environ)
-    return OutputStore(root, int(settings.store_max_mb * (1 << 20)))
-
-
-@contextlib.contextmanager
-def _reserved_stdout() -> Iterator[tuple[IO[bytes], bool]]:
-    """Keep the real stdout for the answer; send fd 1 (and ``print``) to stderr meanwhile.
-
-    Engines log to stdout (vLLM does by default) and their worker processes inherit fd 1: without
-    this, log lines would land in the agent's pruned output. Yields the answer stream and whether
-    it is ours to close early.
-    """
-    sys.stdout.flush()
-    try:
-        saved = os.dup(1)
-        os.dup2(2, 1)
-    except (OSError, ValueError, AttributeError):  # no real fd 1 / 2 (closed, or an embedding)
-        yield sys.stdout.buffer, False
-        return
-    python_stdout = sys.stdout
-    sys.stdout = sys.stderr
-    answer = os.fdopen(saved, "wb")
-    try:
-        yield answer, True
-    finally:
-        sys.stdout = python_stdout
-        if not answer.closed:  # once released early (see _release) the real stdout is gone for good
-            with contextlib.suppress(OSError):
-                answer.flush()
-            os.dup2(saved, 1)
-            _release(answer)
-
-
-def _release(answer: IO[bytes]) -> None:
-    """Close the answer stream so the reader sees end-of-file, even if the reader has gone away."""
-    with contextlib.suppress(OSError, ValueError):
-        answer.flush()
-    with contextlib.suppress(OSError, ValueError):
-        answer.close()  # closes the descriptor even when the flush fails (reader gone)
-
-
-def show_main(argv: list[str]) -> int:
-    """``squeez show ID``: print a stored full output, byte-exact."""
-    parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
-                                     epilog="To prune with the query 'show', write: squeez -- show")
-    parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
-    parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    args = parser.parse_args(argv)
-    try:
-        settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
-    except ConfigError as error:
-        # `show` needs only the store: a config that cannot prune must not hide the outputs kept so far.
-        settings = settings_mod.store_only_settings(args.store_dir, config_path=args.config)
-        _note(f"config ignored, reading the store {_open_store(settings).root}: {error}")
-    try:
-        data = _open_store(settings).get(args.id)
-    except OSError as error:
-        _note(f"cannot read the store: {error}")
-        return EXIT_BACKEND
-    except StoreError as error:
-        _note(str(error))
-        return EXIT_BACKEND
-    try:
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    return EXIT_OK

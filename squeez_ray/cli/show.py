@@ -1,0 +1,50 @@
+"""``squeez show ID``: print the full output behind a pruned answer, byte-exact, from the local store."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from typing import Any
+
+from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_OK, note
+from squeez_ray.cli.store import OutputStore, StoreError
+from squeez_ray.config import ConfigError
+
+
+def open_store(settings: Any) -> OutputStore:
+    root = settings.store_dir or settings_mod.default_store_dir(os.environ)
+    return OutputStore(root, int(settings.store_max_mb * (1 << 20)))
+
+
+def show_main(argv: list[str]) -> int:
+    """``squeez show ID``: print a stored full output, byte-exact."""
+    parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
+                                     epilog="To prune with the query 'show', write: squeez -- show")
+    parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
+    parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    args = parser.parse_args(argv)
+    try:
+        settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
+    except ConfigError as error:
+        # `show` needs only the store: a config that cannot prune must not hide the outputs kept so far.
+        settings = settings_mod.store_only_settings(args.store_dir, config_path=args.config)
+        note(f"config ignored, reading the store {open_store(settings).root}: {error}")
+    try:
+        data = open_store(settings).get(args.id)
+    except OSError as error:
+        note(f"cannot read the store: {error}")
+        return EXIT_BACKEND
+    except StoreError as error:
+        note(str(error))
+        return EXIT_BACKEND
+    try:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    except BrokenPipeError:
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
