@@ -85,3 +85,14 @@ def ray_local():
     except Exception:
         pass
     ray.shutdown()
+
+
+GOLDEN_PROMPTS = REPO / "tests" / "fixtures" / "released_prompt_golden.jsonl"
+
+
+@pytest.fixture(scope="session")
+def golden_rows() -> list[dict]:
+    """The released checkpoint's prompt / response / training-text bytes (copy of ../shared/compat)."""
+    import json
+
+    return [json.loads(line) for line in GOLDEN_PROMPTS.read_text().splitlines() if line.strip()]

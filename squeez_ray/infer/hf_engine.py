@@ -34,11 +34,9 @@ class TransformersEngine(Engine):
     def generate(self, jobs: Sequence[ChunkJob]) -> list[Generation]:
         import torch
 
-        if any(job.prompt is None for job in jobs):
-            raise ValueError("transformers engine needs rendered prompts (the checkpoint's tokenizer has no chat template)")
         results: list[Generation | None] = [None] * len(jobs)
         # Similar lengths share a batch, so left padding wastes little compute.
-        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i].prompt or ""))
+        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i].prompt))
         for start in range(0, len(order), self.batch_size):
             batch_ids = order[start:start + self.batch_size]
             batch = self.tokenizer([jobs[i].prompt for i in batch_ids], return_tensors="pt", padding=True,

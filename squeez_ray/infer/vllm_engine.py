@@ -35,11 +35,12 @@ class VllmEngine(Engine):
 
         if not jobs:
             return []
-        if any(job.prompt is None for job in jobs):
-            raise ValueError("vllm engine needs rendered prompts (the checkpoint's tokenizer has no chat template)")
         # Greedy: the pruner should answer the same way every time. One call for all chunks: vLLM batches.
         params = [SamplingParams(temperature=0.0, max_tokens=job.max_new_tokens) for job in jobs]
-        outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False)
+        # The prompt text already holds every special token (hand-built ChatML); a tokenizer that adds
+        # a BOS by default would otherwise put a token in front that training never saw.
+        outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False,
+                                    tokenization_kwargs={"add_special_tokens": False})
         return [Generation(o.outputs[0].text, len(o.prompt_token_ids or ()), len(o.outputs[0].token_ids))
                 for o in outputs]
 

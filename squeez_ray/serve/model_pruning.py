@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
 from squeez_ray.serve.config import ServeAppConfig
-from squeez_ray.serve.model import ModelClient, ModelError
+from squeez_ray.serve.model import ModelClient
 from squeez_ray.spans import split_lines
 
 
@@ -74,6 +74,4 @@ class ModelPruning:
             raise
 
     async def _generate(self, job: Any) -> Any:
-        if job.prompt is None:
-            raise ModelError("the checkpoint's tokenizer has no chat template; the service needs one to render prompts")
         return await self._client.complete(job.prompt, job.max_new_tokens)

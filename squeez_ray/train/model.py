@@ -65,8 +65,9 @@ def load_tokenizer(base: str) -> Any:
     if tokenizer.pad_token_id is None:  # right padding needs an id; padded positions are masked anyway
         tokenizer.pad_token = tokenizer.eos_token
     if not tokenizer.chat_template:
-        # A base checkpoint without a template: use ChatML (what Qwen's own templates render); the
-        # merged checkpoint saves it, so serving renders the prompt exactly as training did.
+        # A base checkpoint without a template: use ChatML, saved with the merged checkpoint, so the
+        # server's /v1/chat/completions works. The pruner itself never uses a chat template: it
+        # renders the released layout by hand (squeez_ray.infer.prompt).
         from squeez_ray.testing.tiny import CHAT_TEMPLATE
 
         log.warning("%s has no chat template; using ChatML", base)
