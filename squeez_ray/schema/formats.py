@@ -6,6 +6,8 @@
   ``<query>``, optional ``<background_task>``, ``<tool_output>``), ``response`` (the
   ``<relevant_lines>`` target or the legacy JSON ``{"relevant_lines": [...]}``) and ``metadata``.
   Spans are recovered by finding the target lines in the tool output, in order.
+- ``encoder``: the released encoder rows (``task``, ``tool_output``, ``relevant_lines``), see
+  ``encoder_rows``: positions recovered by matching the lines in order, ambiguous ones counted.
 - ``canonical``: the contract itself (``gold_spans`` present).
 """
 
@@ -21,7 +23,7 @@ from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, cut_query, parse_targ
 from squeez_ray.schema.contracts import DataError, RowChecker, check_example
 from squeez_ray.spans import kept_text, split_lines
 
-FORMATS = ("canonical", "cases", "squeez")
+FORMATS = ("canonical", "cases", "squeez", "encoder")
 
 
 def detect_format(columns: set[str], path: str | Path | None) -> str:
@@ -32,9 +34,12 @@ def detect_format(columns: set[str], path: str | Path | None) -> str:
         return "squeez"
     if {"output", "gold"} <= columns:
         return "cases"
+    if {"task", "tool_output", "relevant_lines"} <= columns:
+        return "encoder"
     raise DataError(
         f"cannot tell the row format from its columns ({', '.join(sorted(columns)) or 'none'}): expected "
-        "'gold_spans' (canonical rows), 'prompt' + 'response' (Squeez rows) or 'output' + 'gold' (cases)",
+        "'gold_spans' (canonical rows), 'prompt' + 'response' (Squeez rows), 'output' + 'gold' (cases) or "
+        "'task' + 'tool_output' + 'relevant_lines' (Squeez encoder rows)",
         path=path, row=1)
 
 
@@ -48,6 +53,10 @@ def from_row(raw: Any, fmt: str, *, path: str | Path | None, row: int, source: s
         return from_cases_row(raw, path=path, row=row, source=source or "cases")
     if fmt == "squeez":
         return from_squeez_row(raw, path=path, row=row)
+    if fmt == "encoder":
+        from squeez_ray.schema.encoder_rows import from_encoder_row
+
+        return from_encoder_row(raw, path=path, row=row)[0]
     raise ValueError(f"unknown row format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -154,7 +163,8 @@ def _spans_from_metadata(metadata: Mapping[str, Any] | None, lines: list[str], t
     return spans
 
 
-def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker) -> list[int]:
+def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker, *,
+                 field: str = "response") -> list[int]:
     """1-based source line numbers of the target lines, each found after the previous one.
 
     Earliest match first (which finds a match whenever one exists in order); a line that differs
@@ -174,7 +184,7 @@ def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowCheck
             index = _first_after(loose.get(line.rstrip()), previous)
         if index is None:
             where = f"after source line {previous + 1}" if previous >= 0 else "anywhere"
-            raise checker.error("response", f"target line {k} {line[:80]!r} is not a line of the tool output "
+            raise checker.error(field, f"target line {k} {line[:80]!r} is not a line of the tool output "
                                             f"({where}); targets must copy source lines verbatim and in order")
         found.append(index + 1)
         previous = index
