@@ -72,7 +72,10 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 def build_transformers(options: Any) -> GenerativePruner:
     if not options.model:
-        raise ValueError("the transformers backend needs --model (a checkpoint directory)")
-    engine = TransformersEngine(options.model, device=options.device, dtype=options.dtype,
+        raise ValueError("the transformers backend needs --model (a checkpoint directory or a hub id Org/name)")
+    from squeez_ray.hub import resolve_model
+
+    model_dir = resolve_model(options.model, what="--model")
+    engine = TransformersEngine(model_dir, device=options.device, dtype=options.dtype,
                                 batch_size=options.batch_size, engine_kwargs=options.engine_kwargs)
-    return GenerativePruner(engine, options, model_dir=options.model)
+    return GenerativePruner(engine, options, model_dir=model_dir)

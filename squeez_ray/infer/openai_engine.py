@@ -122,7 +122,12 @@ class OpenAIEngine(Engine):
 def build_openai(options: Any) -> GenerativePruner:
     if not options.server_url:
         raise ValueError("the openai backend needs --server-url (e.g. http://127.0.0.1:8000)")
-    tokenizer_dir = options.model if options.model and Path(options.model, "tokenizer_config.json").is_file() else None
+    tokenizer_dir = None
+    if options.model:  # optional: the served checkpoint's tokenizer (a folder or a hub id) counts tokens exactly
+        from squeez_ray.hub import resolve_model
+
+        local = resolve_model(options.model, what="--model")
+        tokenizer_dir = local if Path(local, "tokenizer_config.json").is_file() else None
     extra = options.engine_kwargs if options.engine_kwargs else None
     engine = OpenAIEngine(options.server_url, server_model=options.server_model, api_key=options.api_key,
                           timeout_s=options.timeout_s, max_retries=options.max_retries,

@@ -56,6 +56,9 @@ class VllmEngine(Engine):
 
 def build_vllm(options: Any) -> GenerativePruner:
     if not options.model:
-        raise ValueError("the vllm backend needs --model (a checkpoint directory)")
-    engine = VllmEngine(options.model, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
-    return GenerativePruner(engine, options, model_dir=options.model)
+        raise ValueError("the vllm backend needs --model (a checkpoint directory or a hub id Org/name)")
+    from squeez_ray.hub import resolve_model
+
+    model_dir = resolve_model(options.model, what="--model")
+    engine = VllmEngine(model_dir, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
+    return GenerativePruner(engine, options, model_dir=model_dir)

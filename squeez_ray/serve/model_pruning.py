@@ -22,7 +22,7 @@ class ModelPruning:
         from squeez_ray.backends import BackendOptions
         from squeez_ray.infer.generative import GenerativePruner
 
-        model_dir = config.resolved_model()
+        model_dir = config.local_model()  # the tokenizer and manifest the prompts are rendered with
         options = BackendOptions(**{**config.pruner, "model": model_dir})
         if options.max_context_tokens is None and config.engine_kwargs.get("max_model_len"):
             # The engine's context, not the checkpoint's: prompts must fit what vLLM was started with.

@@ -61,6 +61,12 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
     base = base_override or meta["base_model_path"]
     if not base or ("/" in base and base.startswith((".", "/")) and not Path(base).is_dir()):
         raise MergeError(f"{source / METADATA_FILE}: base_model_path {base!r} is not there; pass --base")
+    from squeez_ray.hub import ModelNotFoundError, resolve_model
+
+    try:  # a hub id through the HF cache (one-line error offline)
+        base = resolve_model(base, what="base model")
+    except ModelNotFoundError as error:
+        raise MergeError(f"{error}; or pass --base DIR") from None
     dtype = getattr(torch, meta.get("config", {}).get("model", {}).get("dtype", "float32"))
     started = time.time()
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
