@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+# ../shared beside the checkout; a git worktree nested one level deeper finds it further up.
+SHARED = next((p / "shared" for p in REPO.parents if (p / "shared").is_dir()), REPO.parent / "shared")
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

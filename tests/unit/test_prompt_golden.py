@@ -20,8 +20,7 @@ from squeez_ray.infer.prompt import (PROMPT_FORMAT, QUERY_MAX_CHARS, PromptForma
 from squeez_ray.spans import split_lines
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "released_prompt_golden.jsonl"
-# ../shared beside the checkout (a worktree one level deeper sees it two levels up)
-SHARED_CANDIDATES = [p / "shared" / "compat" / "released_prompt_golden.jsonl" for p in Path(__file__).resolve().parents[3:5]]
+SHARED_CANDIDATES = [p / "shared" / "compat" / "released_prompt_golden.jsonl" for p in Path(__file__).resolve().parents[2:]]
 GOLDEN = [json.loads(line) for line in FIXTURE.read_text().splitlines() if line.strip()]
 
 
