@@ -25,11 +25,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
+    from squeez_ray.infer.prompt import PromptFormatError
     from squeez_ray.train.merge import MergeError, merge_adapter, verify_with_vllm
 
     try:
         manifest = merge_adapter(args.checkpoint, args.out, overwrite=args.overwrite, base_override=args.base)
-    except MergeError as error:
+    except (MergeError, PromptFormatError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
     summary = {"merged": args.out, "adapter": manifest["adapter"], "base_model": manifest["base_model"],

@@ -64,7 +64,7 @@ def resolve_model(ref: str, *, what: str = "model") -> str:
     if hub_offline():
         raise ModelNotFoundError(
             f"{what} {ref!r} is not in the Hugging Face cache {cache} and HF_HUB_OFFLINE=1 forbids downloading it: "
-            f"download it where the hub is reachable (huggingface-cli download {repo}) or point HF_HUB_CACHE at a "
+            f"download it where the hub is reachable (hf download {repo}) or point HF_HUB_CACHE at a "
             f"cache that holds it") from None
     try:
         return snapshot_download(repo, revision=revision, cache_dir=cache, ignore_patterns=_IGNORE)

@@ -174,3 +174,14 @@ def test_a_checkpoint_of_the_old_layout_is_refused_in_one_line(tmp_path):
         resolve_system_prompt("my prompt", tmp_path)
     check_prompt_format(None, "released checkpoint")  # no manifest: the released layout, accepted
     check_prompt_format(PROMPT_FORMAT, "x")
+
+
+def test_merge_refuses_an_adapter_trained_on_the_old_layout(tmp_path):
+    from squeez_ray.train.loop import METADATA_FILE
+    from squeez_ray.train.merge import merge_adapter
+
+    (tmp_path / METADATA_FILE).write_text(json.dumps({"prompt_format": "squeez-xml-v1", "base_model_path": "x",
+                                                      "system_prompt": "s"}))
+    with pytest.raises(PromptFormatError, match="squeez-xml-v1"):
+        merge_adapter(tmp_path, tmp_path / "merged")
+    assert not (tmp_path / "merged").exists()

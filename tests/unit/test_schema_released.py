@@ -100,3 +100,25 @@ def test_encoder_rows_export_and_import_round_trip(tmp_path):
     written = [json.loads(line) for line in out.read_text().splitlines()]
     assert written[0]["relevant_lines"] == ["test_b FAILED", "E  assert 1 == 2"] and written[1]["relevant_lines"] == []
     assert import_examples(out)[0] == rows
+
+
+def test_import_job_writes_rows_and_summary_and_strict_stops(tmp_path):
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    source = write_jsonl(tmp_path / "enc.jsonl", [encoder_row(), encoder_row(id="bad", relevant_lines=["nope"])])
+    before = source.read_bytes()
+    out = tmp_path / "out" / "rows.parquet"
+    done = subprocess.run([sys.executable, str(repo / "jobs" / "import_data.py"), str(source), "--out", str(out)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(Path(str(out) + ".summary.json").read_text())
+    assert (summary["read"], summary["imported"], summary["skipped"]) == (2, 1, 1)
+    assert summary["errors"][0]["row"] == 2 and summary["errors"][0]["field"] == "relevant_lines"
+    assert f"{source}: row 2" in done.stderr and [r["instance_id"] for r in read_examples(out)] == ["e1"]
+    assert source.read_bytes() == before
+    strict = subprocess.run([sys.executable, str(repo / "jobs" / "import_data.py"), str(source), "--out",
+                             str(tmp_path / "strict.parquet"), "--strict"], capture_output=True, text=True, timeout=120)
+    assert strict.returncode == 2 and "row 2" in strict.stderr and "Traceback" not in strict.stderr
+    assert not (tmp_path / "strict.parquet").exists()
