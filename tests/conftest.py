@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-# The shared, read-only project data (eval cases, trajectories) beside the checkout; a worktree that
-# stands elsewhere names it with SQUEEZ_SHARED (SQUEEZ_TEST_SHARED is the same, kept for old scripts).
-SHARED = Path(os.environ.get("SQUEEZ_SHARED") or os.environ.get("SQUEEZ_TEST_SHARED") or REPO.parent / "shared")
+# The shared, read-only project data (eval cases, trajectories): ../shared beside the checkout, else the
+# first `shared` folder further up (a git worktree nested deeper); SQUEEZ_SHARED (or the older
+# SQUEEZ_TEST_SHARED) names it outright.
+SHARED = Path(os.environ.get("SQUEEZ_SHARED") or os.environ.get("SQUEEZ_TEST_SHARED")
+              or next((p / "shared" for p in REPO.parents if (p / "shared").is_dir()), REPO.parent / "shared"))
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -87,3 +89,14 @@ def ray_local():
     except Exception:
         pass
     ray.shutdown()
+
+
+GOLDEN_PROMPTS = REPO / "tests" / "fixtures" / "released_prompt_golden.jsonl"
+
+
+@pytest.fixture(scope="session")
+def golden_rows() -> list[dict]:
+    """The released checkpoint's prompt / response / training-text bytes (copy of ../shared/compat)."""
+    import json
+
+    return [json.loads(line) for line in GOLDEN_PROMPTS.read_text().splitlines() if line.strip()]

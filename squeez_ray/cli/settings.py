@@ -226,8 +226,12 @@ def missing_model_message(settings: Any) -> str | None:
         if not settings.model:
             return (f"backend {backend!r} needs a checkpoint directory: pass --model DIR or set SQUEEZ_MODEL "
                     f"(or 'model:' in the config file). Without a model, use --backend bm25.")
-        if "://" not in settings.model and not Path(settings.model).expanduser().exists():
-            return f"model directory {settings.model} does not exist (from --model / SQUEEZ_MODEL / config 'model')"
+        from squeez_ray.hub import is_hub_id
+
+        if "://" not in settings.model and not Path(settings.model).expanduser().exists() \
+                and not is_hub_id(settings.model):
+            return (f"model directory {settings.model} does not exist and is not a hub id like Org/name "
+                    f"(from --model / SQUEEZ_MODEL / config 'model')")
     if backend in SERVER_BACKENDS and not settings.server_url:
         return (f"backend {backend!r} needs a server: pass --server-url URL (and --server-model NAME) or set "
                 f"SQUEEZ_SERVER_URL. Without a server, use --backend bm25.")

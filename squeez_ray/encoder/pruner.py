@@ -50,5 +50,7 @@ def build_encoder(options: BackendOptions) -> EncoderPruner:
     if not options.model:
         raise ValueError("the encoder backend needs --model DIR: a checkpoint from jobs/train_encoder.py "
                          "(or set SQUEEZ_MODEL); for a model-free pruner use --backend bm25")
-    return EncoderPruner(options.model, device=options.device, dtype=options.dtype, threshold=options.threshold,
+    from squeez_ray.hub import resolve_model
+
+    return EncoderPruner(resolve_model(options.model, what="--model"), device=options.device, dtype=options.dtype, threshold=options.threshold,
                          **{k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")})

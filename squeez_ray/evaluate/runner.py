@@ -136,7 +136,9 @@ def token_counter(options: BackendOptions) -> tuple[TokenCounter | None, str]:
     try:
         from transformers import AutoTokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(options.model)
+        from squeez_ray.hub import resolve_model
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model(options.model, what="--model"))
     except Exception as error:  # a model dir without a loadable tokenizer: fall back, and say so
         log.warning("no tokenizer from %s (%s); counting tokens as characters / 4", options.model, error)
         return None, TOKENS_FALLBACK

@@ -1,7 +1,7 @@
 """A deterministic fake engine for tests of the layers above (CLI, Serve, bulk jobs).
 
 It answers like a model would, through the real path: it reads the query and the tool output
-back out of the rendered chat messages, and replies in the XML target with the lines that contain
+back out of the rendered prompt, and replies in the XML target with the lines that contain
 a query word (ends stripped, so the mapping's whitespace handling is exercised too). The
 GenerativePruner then parses the reply and maps it to source lines exactly as for a real model.
 """
@@ -14,8 +14,8 @@ from typing import Any, Sequence
 from squeez_ray.infer.generative import ChunkJob, Engine, Generation, GenerativePruner
 from squeez_ray.prompt import render_target
 
-_QUERY = re.compile(r"<query>(.*?)</query>", re.DOTALL)
-_OUTPUT = re.compile(r"<tool_output>(.*)</tool_output>", re.DOTALL)
+_QUERY = re.compile(r"<query>\n(.*?)\n</query>", re.DOTALL)
+_OUTPUT = re.compile(r"<tool_output>\n(.*)\n</tool_output>", re.DOTALL)
 _WORD = re.compile(r"[A-Za-z0-9_]{3,}")
 # Words too common to say anything about relevance.
 _STOP = {"the", "and", "for", "what", "which", "where", "why", "how", "does", "this", "that", "with", "from", "are", "was"}
@@ -40,12 +40,11 @@ class FakeEngine(Engine):
         self.calls.append(len(jobs))
         out = []
         for job in jobs:
-            user = job.messages[-1]["content"]
-            query, output = _QUERY.search(user), _OUTPUT.search(user)
+            query, output = _QUERY.search(job.prompt), _OUTPUT.search(job.prompt)
             if query is None or output is None:
-                raise ValueError("fake engine: the user message does not follow the prompt contract")
+                raise ValueError("fake engine: the prompt does not follow the prompt contract")
             reply = fake_reply(query.group(1), output.group(1))
-            prompt_tokens = sum(self.count_tokens(m["content"]) for m in job.messages)
+            prompt_tokens = self.count_tokens(job.prompt)
             # A real model obeys its token limit; so does the fake (the reply is then cut, unclosed).
             reply = reply[: job.max_new_tokens * 4]
             out.append(Generation(reply, prompt_tokens, self.count_tokens(reply)))

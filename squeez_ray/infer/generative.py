@@ -22,15 +22,13 @@ from typing import Any, Sequence
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.infer.chunking import Chunk, split_into_chunks
 from squeez_ray.infer.mapping import map_lines_to_spans
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, build_messages, parse_target, render_prompt
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, check_prompt_format, parse_target, render_prompt
 from squeez_ray.spans import spans_from_line_numbers, split_lines
 
 log = logging.getLogger(__name__)
 
 # Room for the answer's tags and end-of-turn token on top of the kept lines themselves.
 ANSWER_MARGIN_TOKENS = 32
-# Template tokens (role markers, tags) when no tokenizer can render the prompt exactly.
-TEMPLATE_ALLOWANCE_TOKENS = 32
 # Below this many tokens for the output itself a chunk shows too little to be worth a call.
 MIN_CHUNK_TOKENS = 16
 
@@ -67,8 +65,7 @@ class ChunkJob:
     request_index: int  # which request of the batch this chunk belongs to
     first_line: int  # 1-based source line of lines[0]
     lines: tuple[str, ...]  # the lines shown to the model (what the reply is mapped against)
-    messages: list[dict[str, str]]  # chat messages (for chat endpoints)
-    prompt: str | None  # the rendered prompt text, when a tokenizer with a chat template is at hand
+    prompt: str  # the rendered prompt, byte for byte the released layout (squeez_ray.prompt)
     max_new_tokens: int
 
 
@@ -138,22 +135,20 @@ def checkpoint_context_length(model_dir: str | Path, default: int = 32768) -> in
 def resolve_system_prompt(system_prompt: str | None, model_dir: str | Path | None) -> str:
     """The configured prompt, else the checkpoint manifest's, else the project default.
 
-    A manifest naming another prompt format is refused: that checkpoint expects a layout we do not render.
+    A manifest naming another prompt format is refused in one line (``check_prompt_format``): that
+    checkpoint expects a layout we do not render. No manifest (e.g. the released checkpoint as
+    published) means the released layout, which is what we render.
     """
-    if system_prompt:
-        return system_prompt
     manifest_path = Path(model_dir) / "manifest.json" if model_dir else None
     if manifest_path is None or not manifest_path.is_file():
-        return DEFAULT_SYSTEM_PROMPT
+        return system_prompt or DEFAULT_SYSTEM_PROMPT
     try:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{manifest_path}: not valid JSON ({error})") from None
-    prompt_format = manifest.get("prompt_format")
-    if prompt_format is not None and prompt_format != PROMPT_FORMAT:
-        raise ValueError(f"{manifest_path}: prompt_format {prompt_format!r} is not supported "
-                         f"(this version renders {PROMPT_FORMAT!r})")
-    return manifest.get("system_prompt") or DEFAULT_SYSTEM_PROMPT
+    # Checked even when a system prompt is configured: the layout, not just its wording, must match.
+    check_prompt_format(manifest.get("prompt_format"), str(manifest_path))
+    return system_prompt or manifest.get("system_prompt") or DEFAULT_SYSTEM_PROMPT
 
 
 class GenerativePruner(Pruner):
@@ -199,17 +194,8 @@ class GenerativePruner(Pruner):
             return int(self.options.max_new_tokens)
         return max(ANSWER_MARGIN_TOKENS, min(4096, self.context_tokens // 4))
 
-    def _render(self, query: str, text: str) -> tuple[list[dict[str, str]], str | None]:
-        messages = build_messages(query, text, self.system_prompt)
-        tokenizer = self.engine.tokenizer
-        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-            return messages, None
-        return messages, render_prompt(tokenizer, query, text, self.system_prompt)
-
-    def _prompt_tokens(self, messages: list[dict[str, str]], prompt: str | None) -> int:
-        if prompt is not None:
-            return self.engine.count_tokens(prompt)
-        return sum(self.engine.count_tokens(m["content"]) for m in messages) + TEMPLATE_ALLOWANCE_TOKENS
+    def _render(self, query: str, text: str) -> str:
+        return render_prompt(query, text, self.system_prompt)
 
     # -- the two pure steps -------------------------------------------------------------------
     def prepare(self, requests: Sequence[PruneRequest]) -> PreparedBatch:
@@ -220,7 +206,7 @@ class GenerativePruner(Pruner):
 
     def _jobs_for(self, index: int, request: PruneRequest) -> list[ChunkJob]:
         context, cap = self.context_tokens, self.answer_cap
-        overhead = self._prompt_tokens(*self._render(request.query, ""))
+        overhead = self.engine.count_tokens(self._render(request.query, ""))
         budget = context - overhead - cap
         if budget < MIN_CHUNK_TOKENS:
             raise PromptTooLongError(
@@ -247,16 +233,16 @@ class GenerativePruner(Pruner):
         """One job for the chunk, or (when the exact prompt is over the context) jobs for its halves.
 
         Chunks are planned from per-line counts; the rendered prompt can tokenise a little longer,
-        so each prompt is checked exactly where a tokenizer exists.
+        so each prompt is checked (exactly where a tokenizer exists).
         """
-        messages, prompt = self._render(query, chunk.text)
+        prompt = self._render(query, chunk.text)
         max_new = min(cap, tokens + ANSWER_MARGIN_TOKENS)
-        if prompt is not None and len(chunk.lines) > 1 and self.engine.count_tokens(prompt) + max_new > context:
+        if len(chunk.lines) > 1 and self.engine.count_tokens(prompt) + max_new > context:
             half = len(chunk.lines) // 2
             parts = [Chunk(chunk.first_line, chunk.lines[:half]), Chunk(chunk.first_line + half, chunk.lines[half:])]
             return [job for part in parts
                     for job in self._fit(index, query, part, self.engine.count_tokens(part.text), context, cap)]
-        return [ChunkJob(index, chunk.first_line, chunk.lines, messages, prompt, max_new)]
+        return [ChunkJob(index, chunk.first_line, chunk.lines, prompt, max_new)]
 
     def assemble(self, prepared: PreparedBatch, generations: Sequence[Generation],
                  render_options: RenderOptions = RenderOptions()) -> list[PruneResult]:

@@ -34,11 +34,9 @@ class TransformersEngine(Engine):
     def generate(self, jobs: Sequence[ChunkJob]) -> list[Generation]:
         import torch
 
-        if any(job.prompt is None for job in jobs):
-            raise ValueError("transformers engine needs rendered prompts (the checkpoint's tokenizer has no chat template)")
         results: list[Generation | None] = [None] * len(jobs)
         # Similar lengths share a batch, so left padding wastes little compute.
-        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i].prompt or ""))
+        order = sorted(range(len(jobs)), key=lambda i: len(jobs[i].prompt))
         for start in range(0, len(order), self.batch_size):
             batch_ids = order[start:start + self.batch_size]
             batch = self.tokenizer([jobs[i].prompt for i in batch_ids], return_tensors="pt", padding=True,
@@ -74,7 +72,10 @@ def _eos_ids(model: Any, tokenizer: Any) -> list[int]:
 
 def build_transformers(options: Any) -> GenerativePruner:
     if not options.model:
-        raise ValueError("the transformers backend needs --model (a checkpoint directory)")
-    engine = TransformersEngine(options.model, device=options.device, dtype=options.dtype,
+        raise ValueError("the transformers backend needs --model (a checkpoint directory or a hub id Org/name)")
+    from squeez_ray.hub import resolve_model
+
+    model_dir = resolve_model(options.model, what="--model")
+    engine = TransformersEngine(model_dir, device=options.device, dtype=options.dtype,
                                 batch_size=options.batch_size, engine_kwargs=options.engine_kwargs)
-    return GenerativePruner(engine, options, model_dir=options.model)
+    return GenerativePruner(engine, options, model_dir=model_dir)

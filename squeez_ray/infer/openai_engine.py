@@ -1,11 +1,15 @@
-"""The openai backend: any OpenAI-compatible server (vLLM, SGLang, a hosted API) via /v1/chat/completions.
+"""The openai backend: any OpenAI-compatible server (vLLM, SGLang, ...) via /v1/completions.
+
+The pruner renders the prompt itself (``squeez_ray.prompt``: the released checkpoint's exact
+bytes) and sends that text to the completions endpoint: a chat endpoint would render the server's
+chat template instead, which for Qwen 3.x adds an empty think block the checkpoint never saw.
 
 Retries follow the project's one policy (``squeez_ray.http_retry``: exponential backoff with jitter
 on 408/409/429/5xx and connection errors, honouring Retry-After; the ``openai`` client's own retries
 are off), with the client's per-request timeout. We add bounded concurrency (``max_concurrency`` requests in flight) and, when the server's own
 tokenizer is not at hand, characters / 4 as the token count (``--model DIR`` gives a local one).
-``engine_kwargs`` are sent as extra request-body fields (default: ask Qwen-style chat templates for
-no thinking block, which vLLM and SGLang understand).
+``engine_kwargs`` are sent as extra request-body fields (default: ``add_special_tokens: false``, which
+vLLM and SGLang understand: the prompt text holds its special tokens already, a BOS must not be added).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from squeez_ray.infer.generative import (ChunkJob, ContextOverflowError, Engine,
 
 log = logging.getLogger(__name__)
 
-DEFAULT_EXTRA_BODY = {"chat_template_kwargs": {"enable_thinking": False}}
+DEFAULT_EXTRA_BODY = {"add_special_tokens": False}
 DEFAULT_CONTEXT_TOKENS = 32768
 T = TypeVar("T")
 
@@ -49,8 +53,8 @@ class OpenAIEngine(Engine):
         self._context = max_context_tokens
         self.max_concurrency = max(1, max_concurrency)
         self.extra_body = DEFAULT_EXTRA_BODY if extra_body is None else extra_body
-        # Chat endpoints render the template server-side: the pruner sends messages, not prompt text,
-        # so a local tokenizer only counts tokens here (``self.tokenizer`` stays None).
+        # A local tokenizer only counts tokens here (``self.tokenizer`` stays None: the engine base
+        # class would otherwise treat it as the server's own).
         self._tokenizer_for_counting = load_tokenizer(tokenizer_dir) if tokenizer_dir else None
         if tokenizer_dir:
             self._context = self._context or checkpoint_context_length(tokenizer_dir)
@@ -101,10 +105,10 @@ class OpenAIEngine(Engine):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _one(self, job: ChunkJob) -> Generation:
-        response = self._with_retries(lambda: self.client.chat.completions.create(
-            model=self.model_name, messages=job.messages, max_tokens=job.max_new_tokens, temperature=0.0,
+        response = self._with_retries(lambda: self.client.completions.create(
+            model=self.model_name, prompt=job.prompt, max_tokens=job.max_new_tokens, temperature=0.0,
             extra_body=self.extra_body or None))
-        text = response.choices[0].message.content or ""
+        text = response.choices[0].text or ""
         usage = response.usage
         return Generation(text, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)
 
@@ -137,7 +141,12 @@ class OpenAIEngine(Engine):
 def build_openai(options: Any) -> GenerativePruner:
     if not options.server_url:
         raise ValueError("the openai backend needs --server-url (e.g. http://127.0.0.1:8000)")
-    tokenizer_dir = options.model if options.model and Path(options.model, "tokenizer_config.json").is_file() else None
+    tokenizer_dir = None
+    if options.model:  # optional: the served checkpoint's tokenizer (a folder or a hub id) counts tokens exactly
+        from squeez_ray.hub import resolve_model
+
+        local = resolve_model(options.model, what="--model")
+        tokenizer_dir = local if Path(local, "tokenizer_config.json").is_file() else None
     extra = options.engine_kwargs if options.engine_kwargs else None
     engine = OpenAIEngine(options.server_url, server_model=options.server_model, api_key=options.api_key,
                           timeout_s=options.timeout_s, max_retries=options.max_retries,

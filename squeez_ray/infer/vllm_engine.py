@@ -35,11 +35,12 @@ class VllmEngine(Engine):
 
         if not jobs:
             return []
-        if any(job.prompt is None for job in jobs):
-            raise ValueError("vllm engine needs rendered prompts (the checkpoint's tokenizer has no chat template)")
         # Greedy: the pruner should answer the same way every time. One call for all chunks: vLLM batches.
         params = [SamplingParams(temperature=0.0, max_tokens=job.max_new_tokens) for job in jobs]
-        outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False)
+        # The prompt text already holds every special token (hand-built ChatML); a tokenizer that adds
+        # a BOS by default would otherwise put a token in front that training never saw.
+        outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False,
+                                    tokenization_kwargs={"add_special_tokens": False})
         return [Generation(o.outputs[0].text, len(o.prompt_token_ids or ()), len(o.outputs[0].token_ids))
                 for o in outputs]
 
@@ -55,6 +56,9 @@ class VllmEngine(Engine):
 
 def build_vllm(options: Any) -> GenerativePruner:
     if not options.model:
-        raise ValueError("the vllm backend needs --model (a checkpoint directory)")
-    engine = VllmEngine(options.model, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
-    return GenerativePruner(engine, options, model_dir=options.model)
+        raise ValueError("the vllm backend needs --model (a checkpoint directory or a hub id Org/name)")
+    from squeez_ray.hub import resolve_model
+
+    model_dir = resolve_model(options.model, what="--model")
+    engine = VllmEngine(model_dir, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
+    return GenerativePruner(engine, options, model_dir=model_dir)

@@ -13,9 +13,10 @@ from squeez_ray.schema.contracts import (LABELLED_FIELDS, LABELLED_SCHEMA, OBSER
                                          DataError, check_example, check_observation)
 from squeez_ray.schema.files import read_examples, read_observations, write_examples, write_observations
 from squeez_ray.schema.formats import FORMATS, locate_lines, to_cases_row, to_squeez_row
+from squeez_ray.schema.importing import ImportSummary, import_examples
 
 __all__ = [
     "DataError", "LABELLED_SCHEMA", "LABELLED_FIELDS", "OBSERVATION_SCHEMA", "OBSERVATION_FIELDS", "FORMATS",
     "check_example", "check_observation", "read_examples", "write_examples", "read_observations",
-    "write_observations", "to_cases_row", "to_squeez_row", "locate_lines",
+    "write_observations", "to_cases_row", "to_squeez_row", "locate_lines", "import_examples", "ImportSummary",
 ]

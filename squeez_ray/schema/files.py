@@ -35,8 +35,9 @@ def read_examples(path: str | Path, format: str | None = None, *, split: str | N
     """Canonical labelled rows from a JSONL or Parquet file, a folder of Parquet files, a
     ``datasets`` ``save_to_disk`` folder, or a Hub dataset id (``owner/name``, needs the Hub).
 
-    ``format`` forces the row shape (``canonical``, ``cases``, ``squeez``); by default it is told
-    from the columns. ``split`` picks one split of a dataset that holds several.
+    ``format`` forces the row shape (``canonical``, ``cases``, ``squeez``, ``encoder``); by default it
+    is told from the columns. ``split`` picks one split of a dataset that holds several. The first bad
+    row stops the read; ``schema.importing.import_examples`` skips and counts bad rows instead.
     ``for_evaluation`` also refuses a blank query (no pruner can be scored on it) and an
     ``instance_id`` seen before (per-example rows and resume are keyed by it).
     """
@@ -79,7 +80,7 @@ def write_examples(rows: Iterable[Mapping[str, Any]], path: str | Path, format: 
     """Check ``rows`` and write them; returns the count.
 
     The file type comes from the suffix (``.parquet`` or ``.jsonl``); ``format`` picks the row shape
-    (``canonical`` by default, ``cases``, ``squeez``), or ``hf`` to ``save_to_disk`` a folder.
+    (``canonical`` by default, ``cases``, ``squeez``, ``encoder``), or ``hf`` to ``save_to_disk`` a folder.
     """
     fmt = format or "canonical"
     if fmt not in (*FORMATS, "hf"):
@@ -89,8 +90,10 @@ def write_examples(rows: Iterable[Mapping[str, Any]], path: str | Path, format: 
     if fmt == "hf":
         _save_to_disk(checked, Path(path))
         return len(checked)
+    from squeez_ray.schema.encoder_rows import to_encoder_row
+
     convert: Callable[[Mapping[str, Any]], dict[str, Any]] = {
-        "canonical": dict, "cases": to_cases_row, "squeez": to_squeez_row}[fmt]
+        "canonical": dict, "cases": to_cases_row, "squeez": to_squeez_row, "encoder": to_encoder_row}[fmt]
     out = [convert(row) for row in checked]
     _write_rows(out, Path(path), LABELLED_SCHEMA if fmt == "canonical" else None)
     return len(out)

@@ -6,6 +6,8 @@
   ``<query>``, optional ``<background_task>``, ``<tool_output>``), ``response`` (the
   ``<relevant_lines>`` target or the legacy JSON ``{"relevant_lines": [...]}``) and ``metadata``.
   Spans are recovered by finding the target lines in the tool output, in order.
+- ``encoder``: the released encoder rows (``task``, ``tool_output``, ``relevant_lines``), see
+  ``encoder_rows``: positions recovered by matching the lines in order, ambiguous ones counted.
 - ``canonical``: the contract itself (``gold_spans`` present).
 """
 
@@ -17,11 +19,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, parse_target, render_target
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, cut_query, parse_target, render_prompt, render_target
 from squeez_ray.schema.contracts import DataError, RowChecker, check_example
 from squeez_ray.spans import kept_text, split_lines
 
-FORMATS = ("canonical", "cases", "squeez")
+FORMATS = ("canonical", "cases", "squeez", "encoder")
 
 
 def detect_format(columns: set[str], path: str | Path | None) -> str:
@@ -32,9 +34,12 @@ def detect_format(columns: set[str], path: str | Path | None) -> str:
         return "squeez"
     if {"output", "gold"} <= columns:
         return "cases"
+    if {"task", "tool_output", "relevant_lines"} <= columns:
+        return "encoder"
     raise DataError(
         f"cannot tell the row format from its columns ({', '.join(sorted(columns)) or 'none'}): expected "
-        "'gold_spans' (canonical rows), 'prompt' + 'response' (Squeez rows) or 'output' + 'gold' (cases)",
+        "'gold_spans' (canonical rows), 'prompt' + 'response' (Squeez rows), 'output' + 'gold' (cases) or "
+        "'task' + 'tool_output' + 'relevant_lines' (Squeez encoder rows)",
         path=path, row=1)
 
 
@@ -48,6 +53,10 @@ def from_row(raw: Any, fmt: str, *, path: str | Path | None, row: int, source: s
         return from_cases_row(raw, path=path, row=row, source=source or "cases")
     if fmt == "squeez":
         return from_squeez_row(raw, path=path, row=row)
+    if fmt == "encoder":
+        from squeez_ray.schema.encoder_rows import from_encoder_row
+
+        return from_encoder_row(raw, path=path, row=row)[0]
     raise ValueError(f"unknown row format {fmt!r}; choose one of {', '.join(FORMATS)}")
 
 
@@ -91,7 +100,7 @@ def to_cases_row(example: Mapping[str, Any]) -> dict[str, Any]:
 
 # Canonical fields the prompt and response cannot hold travel in ``metadata``.
 _METADATA_FIELDS = ("instance_id", "source", "tool_type", "is_irrelevant", "command", "repo", "split",
-                    "split_group_id", "notes")
+                    "split_group_id", "notes", "background_task")
 
 
 def from_squeez_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int) -> dict[str, Any]:
@@ -116,6 +125,9 @@ def from_squeez_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int
         query = _tag(head, "task")
     if query is None:
         raise c.error("prompt", "holds neither a <query> nor a <task> block")
+    full_query = fields.get("query")  # our exports keep a query longer than the prompt's cut in metadata
+    if isinstance(full_query, str) and cut_query(full_query) == query:
+        query = full_query
     response = raw.get("response")
     if not isinstance(response, str):
         raise c.error("response", f"expected text, got {type(response).__name__}")
@@ -129,7 +141,8 @@ def from_squeez_row(raw: Mapping[str, Any], *, path: str | Path | None, row: int
     if spans is None:
         spans = [[n, n] for n in locate_lines(target.lines, lines, c)]
     return check_example({
-        **fields, "query": query, "background_task": _tag(head, "background_task"), "tool_output": tool_output,
+        **fields, "query": query, "background_task": _tag(head, "background_task") or fields.get("background_task"),
+        "tool_output": tool_output,
         "gold_spans": spans, "tool_type": fields.get("tool_type") or "unknown",
         "instance_id": fields.get("instance_id") or f"row-{row}",
     }, path=path, row=row, defaults={"source": "squeez"})
@@ -150,7 +163,8 @@ def _spans_from_metadata(metadata: Mapping[str, Any] | None, lines: list[str], t
     return spans
 
 
-def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker) -> list[int]:
+def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker, *,
+                 field: str = "response") -> list[int]:
     """1-based source line numbers of the target lines, each found after the previous one.
 
     Earliest match first (which finds a match whenever one exists in order); a line that differs
@@ -170,7 +184,7 @@ def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowCheck
             index = _first_after(loose.get(line.rstrip()), previous)
         if index is None:
             where = f"after source line {previous + 1}" if previous >= 0 else "anywhere"
-            raise checker.error("response", f"target line {k} {line[:80]!r} is not a line of the tool output "
+            raise checker.error(field, f"target line {k} {line[:80]!r} is not a line of the tool output "
                                             f"({where}); targets must copy source lines verbatim and in order")
         found.append(index + 1)
         previous = index
@@ -216,17 +230,16 @@ def _tag(text: str, name: str, *, last_close: bool = False) -> str | None:
 
 
 def to_squeez_row(example: Mapping[str, Any], system_prompt: str = DEFAULT_SYSTEM_PROMPT) -> dict[str, Any]:
-    """The released SFT layout: ChatML prompt (newline inside each tag), XML target, metadata."""
-    user = f"<query>\n{example['query']}\n</query>\n"
-    if example.get("background_task"):
-        user += f"<background_task>\n{example['background_task']}\n</background_task>\n"
-    user += f"<tool_output>\n{example['tool_output']}\n</tool_output>"
-    prompt = (f"<|im_start|>system\n{system_prompt}<|im_end|>\n<|im_start|>user\n{user}<|im_end|>\n"
-              "<|im_start|>assistant\n")
+    """The released SFT layout: the prompt training and serving render (``render_prompt``: the query
+    cut to 1,000 characters as there), the XML target, and metadata holding what the text cannot
+    (spans, the background task, the full query when it was cut)."""
+    prompt = render_prompt(example["query"], example["tool_output"], system_prompt)
     lines = split_lines(example["tool_output"])
     spans = [(s["start_line"], s["end_line"]) for s in example["gold_spans"]]
     kept = kept_text(lines, spans).split("\n") if spans else []
     metadata = {k: example.get(k) for k in _METADATA_FIELDS}
+    if cut_query(example["query"]) != example["query"]:
+        metadata["query"] = example["query"]
     metadata["gold_spans"] = [dict(s) for s in example["gold_spans"]]
     metadata["num_total_lines"] = len(lines)
     metadata["num_relevant_lines"] = len(kept)

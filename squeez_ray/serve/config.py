@@ -92,11 +92,19 @@ class ServeAppConfig:
         return problems
 
     def resolved_model(self) -> str | None:
+        """The folder or hub id as configured (vLLM resolves a hub id itself, on each replica's node)."""
         model = os.environ.get(MODEL_ENV) or self.model
         # A relative path means "from where I ran serve": replicas may run in another directory.
         if model and not os.path.isabs(model) and os.path.exists(model):
             model = os.path.abspath(model)
         return model
+
+    def local_model(self) -> str | None:
+        """The model as a local folder on this node (a hub id through the HF cache; see squeez_ray.hub)."""
+        from squeez_ray.hub import resolve_model
+
+        model = self.resolved_model()
+        return resolve_model(model, what="model") if model else None
 
 
 def load_app_config(args: dict[str, Any] | None) -> ServeAppConfig:

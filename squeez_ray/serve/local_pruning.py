@@ -14,7 +14,7 @@ class LocalPruning:
     def __init__(self, config: ServeAppConfig):
         from squeez_ray.infer.registry import BackendOptions, build_pruner
 
-        options = BackendOptions(**{**config.pruner, "model": config.resolved_model() or config.pruner.get("model")})
+        options = BackendOptions(**{**config.pruner, "model": config.local_model() or config.pruner.get("model")})
         self._pruner = build_pruner(config.backend, options)
         self.name = self._pruner.name
 

@@ -69,8 +69,9 @@ class ModelClient:
 
         from squeez_ray.infer.generative import Generation
 
+        # add_special_tokens=False: the rendered prompt holds every special token already (as in training).
         request = CompletionRequest(model=self.model_id, prompt=prompt, max_tokens=max_tokens, temperature=0.0,
-                                    stream=False)
+                                    stream=False, add_special_tokens=False)
         first = None
         async for item in self._handle.completions.remote(request, None):
             first = item

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
 from squeez_ray.serve.config import ServeAppConfig
-from squeez_ray.serve.model import ModelClient, ModelError
+from squeez_ray.serve.model import ModelClient
 from squeez_ray.spans import split_lines
 
 
@@ -22,7 +22,7 @@ class ModelPruning:
         from squeez_ray.infer.registry import BackendOptions
         from squeez_ray.infer.generative import GenerativePruner
 
-        model_dir = config.resolved_model()
+        model_dir = config.local_model()  # the tokenizer and manifest the prompts are rendered with
         options = BackendOptions(**{**config.pruner, "model": model_dir})
         if options.max_context_tokens is None and config.engine_kwargs.get("max_model_len"):
             # The engine's context, not the checkpoint's: prompts must fit what vLLM was started with.
@@ -74,6 +74,4 @@ class ModelPruning:
             raise
 
     async def _generate(self, job: Any) -> Any:
-        if job.prompt is None:
-            raise ModelError("the checkpoint's tokenizer has no chat template; the service needs one to render prompts")
         return await self._client.complete(job.prompt, job.max_new_tokens)

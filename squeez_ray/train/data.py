@@ -4,9 +4,10 @@ Pure functions (``training_row``, ``encode_example``, ``collate``) hold the rule
 the Ray Data stage that applies them, and ``build_train_dataset`` the driver-side pipeline that reads,
 tokenises, counts and materialises the set the workers stream with ``get_dataset_shard``.
 
-The prompt is the one inference renders (``render_prompt``: chat template, generation prompt), and the
-response is ``render_target(kept lines)`` plus the template's end-of-turn text, tokenised separately:
-so the model learns exactly the continuation it will be asked for at serving time.
+The prompt is the one inference renders (``render_prompt``: the released layout, hand-built ChatML),
+and the response is ``render_target(kept lines)`` plus ``<|im_end|>``, tokenised separately: prompt and
+response together are the golden ``training_text`` bytes, and the model learns exactly the
+continuation it will be asked for at serving time.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ import random
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt, render_target
 from squeez_ray.errors import JobError
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, END_OF_TURN, IM_END, IM_START, render_prompt, render_target
 from squeez_ray.spans import kept_text, line_numbers_of, split_lines
 
 log = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100  # labels the loss skips (prompt and padding)
-_MARK = "\x00squeez-end-of-turn\x00"
 
 
 class TrainDataError(JobError, ValueError):  # JobError: the job runner reports it as one line, exit 2
@@ -51,22 +51,17 @@ def training_row(example: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def end_of_turn_text(tokenizer: Any) -> str:
-    """What the chat template writes after an assistant message (``<|im_end|>`` for ChatML).
+def warn_without_chatml_tokens(tokenizer: Any, name: str) -> bool:
+    """Warn when the tokenizer splits the ChatML markers (a base model not of the Qwen family).
 
-    Rendered from the template itself so a model with another template still learns to stop; falls
-    back to the EOS token when the template cannot render an assistant turn.
+    The prompt is ChatML whatever the base; without single marker tokens it still trains, but the
+    model must learn to stop on a multi-token ``<|im_end|>``. Returns whether the markers are single tokens.
     """
-    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": _MARK}]
-    try:
-        text = tokenizer.apply_chat_template(messages, tokenize=False)
-    except Exception:  # a template without assistant turns: EOS is the only stop signal we know
-        text = ""
-    if _MARK in text:
-        tail = text.split(_MARK, 1)[1].rstrip()
-        if tail:
-            return tail
-    return tokenizer.eos_token or ""
+    single = all(len(_ids(tokenizer, marker)) == 1 for marker in (IM_START, IM_END))
+    if not single:
+        log.warning("%s: the tokenizer splits %s / %s into several tokens; the prompt is ChatML regardless "
+                    "(the released layout), so generation must stop on the text %r", name, IM_START, IM_END, IM_END)
+    return single
 
 
 @dataclass(frozen=True)
@@ -78,20 +73,19 @@ class Encoded:
 
 
 def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, overlong: str = "truncate",
-                   system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str | None = None) -> Encoded:
+                   system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str = END_OF_TURN) -> Encoded:
     """Token ids of prompt + response and the prompt length (labels are -100 before it).
 
     Too long: ``overlong="drop"`` drops it; ``"truncate"`` shrinks the tool output to a window of
     whole lines that still holds every gold line (trailing lines first, then leading ones), found by
     bisection; the target is never cut. Nothing fits: dropped.
     """
-    end_text = end_of_turn_text(tokenizer) if end_text is None else end_text
     response = _ids(tokenizer, row["target"] + end_text)
     lines = split_lines(row["tool_output"])
 
     def prompt_ids(first: int, last: int) -> list[int]:  # 1-based inclusive window of output lines
         output = "\n".join(lines[first - 1:last])
-        return _ids(tokenizer, render_prompt(tokenizer, row["query"], output, system_prompt))
+        return _ids(tokenizer, render_prompt(row["query"], output, system_prompt))
 
     def fits(ids: list[int]) -> bool:
         return len(ids) + len(response) <= max_seq_length
@@ -167,7 +161,7 @@ class TokenizeBatch:
         from squeez_ray.train.model import load_tokenizer
 
         self.tokenizer = load_tokenizer(tokenizer_dir)  # the same fallbacks (pad, template) as the workers
-        self.end_text = end_of_turn_text(self.tokenizer)
+        warn_without_chatml_tokens(self.tokenizer, tokenizer_dir)
         self.max_seq_length, self.overlong, self.system_prompt = max_seq_length, overlong, system_prompt
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +173,7 @@ class TokenizeBatch:
         for i in range(len(batch["query"])):
             row = {k: batch[k][i] for k in keys}
             enc = encode_example(self.tokenizer, row, max_seq_length=self.max_seq_length, overlong=self.overlong,
-                                 system_prompt=self.system_prompt, end_text=self.end_text)
+                                 system_prompt=self.system_prompt)
             out["instance_id"].append(str(row["instance_id"]))
             out["input_ids"].append(np.asarray(enc.input_ids, dtype=np.int32))
             out["prompt_len"].append(enc.prompt_len)

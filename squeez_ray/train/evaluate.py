@@ -33,7 +33,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
         device = next(p for p in model.parameters()).device
         for start in range(0, len(rows), batch_size):
             chunk = rows[start:start + batch_size]
-            prompts = [render_prompt(tokenizer, r["query"], r["tool_output"], system_prompt) for r in chunk]
+            prompts = [render_prompt(r["query"], r["tool_output"], system_prompt) for r in chunk]
             batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             with torch.no_grad():
                 out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,

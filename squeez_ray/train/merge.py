@@ -49,17 +49,25 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from squeez_ray.train.data import end_of_turn_text
+    from squeez_ray.prompt import END_OF_TURN, check_prompt_format
     from squeez_ray.train.model import load_tokenizer
 
     source = find_checkpoint(checkpoint)
     meta = json.loads((source / METADATA_FILE).read_text())
+    # Merging an adapter trained on a retired layout would hand serving a checkpoint it must refuse.
+    check_prompt_format(meta.get("prompt_format"), str(source / METADATA_FILE))
     out = Path(out_dir)
     if out.exists() and not overwrite:
         raise MergeError(f"{out} exists; pass --overwrite to replace it")
     base = base_override or meta["base_model_path"]
     if not base or ("/" in base and base.startswith((".", "/")) and not Path(base).is_dir()):
         raise MergeError(f"{source / METADATA_FILE}: base_model_path {base!r} is not there; pass --base")
+    from squeez_ray.hub import ModelNotFoundError, resolve_model
+
+    try:  # a hub id through the HF cache (one-line error offline)
+        base = resolve_model(base, what="base model")
+    except ModelNotFoundError as error:
+        raise MergeError(f"{error}; or pass --base DIR") from None
     dtype = getattr(torch, meta.get("config", {}).get("model", {}).get("dtype", "float32"))
     started = time.time()
     model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
@@ -72,7 +80,7 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
     try:
         merged.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging, save_jinja_files=False)  # chat template inside tokenizer_config.json
-        generation = _generation_config(base, tokenizer, end_of_turn_text(tokenizer), GenerationConfig)
+        generation = _generation_config(base, tokenizer, END_OF_TURN, GenerationConfig)
         generation.save_pretrained(staging)
         manifest = {
             "kind": "squeez-merged", "base_model": meta.get("base_model"), "base_model_path": base,
@@ -128,9 +136,10 @@ def verify_with_vllm(model_dir: str | Path, *, max_model_len: int = 2048, max_to
     context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", max_model_len)
     llm = LLM(model=str(model_dir), max_model_len=min(context, max_model_len), dtype="auto", enforce_eager=True)
     try:
-        prompt = render_prompt(llm.get_tokenizer(), "which test failed",
-                               "test_a PASSED\ntest_b FAILED\nAssertionError: 1 != 2", manifest["system_prompt"])
-        output = llm.generate([prompt], SamplingParams(max_tokens=max_tokens, temperature=0.0))[0]
+        prompt = render_prompt("which test failed", "test_a PASSED\ntest_b FAILED\nAssertionError: 1 != 2",
+                               manifest["system_prompt"])
+        output = llm.generate([prompt], SamplingParams(max_tokens=max_tokens, temperature=0.0), use_tqdm=False,
+                              tokenization_kwargs={"add_special_tokens": False})[0]
         return output.outputs[0].text
     finally:
         del llm

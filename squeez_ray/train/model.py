@@ -2,8 +2,9 @@
 
 The base is resolved once on the driver (``resolve_base``) into a directory every worker and the merge
 job read: a tiny random checkpoint built into the run folder, a random-weight model of a real
-architecture (benchmarks), a local checkpoint, or a hub id (loaded from the local HF cache; this
-project never downloads in tests).
+architecture (benchmarks), a local checkpoint, or a hub id (fetched into the HF cache on the driver by
+``squeez_ray.hub.resolve_model``, which fails in one line when it cannot be had; workers then load the id
+through their own cache; tests never download).
 """
 
 from __future__ import annotations
@@ -33,7 +34,14 @@ def resolve_base(model_cfg: ModelSection, run_dir: Path) -> str:
         if not (target / "config.json").is_file():
             build_random_model(model_cfg, target)
         return str(target)
-    return model_cfg.base
+    from squeez_ray.hub import is_hub_id, resolve_model
+
+    if is_hub_id(model_cfg.base):
+        # Fetch (or find) it now, before any worker starts; the id itself travels on so each node reads
+        # its own cache rather than a driver-local snapshot path.
+        resolve_model(model_cfg.base, what="model.base")
+        return model_cfg.base
+    return resolve_model(model_cfg.base, what="model.base")
 
 
 def build_random_model(model_cfg: ModelSection, out_dir: Path) -> None:
@@ -65,8 +73,9 @@ def load_tokenizer(base: str) -> Any:
     if tokenizer.pad_token_id is None:  # right padding needs an id; padded positions are masked anyway
         tokenizer.pad_token = tokenizer.eos_token
     if not tokenizer.chat_template:
-        # A base checkpoint without a template: use ChatML (what Qwen's own templates render); the
-        # merged checkpoint saves it, so serving renders the prompt exactly as training did.
+        # A base checkpoint without a template: use ChatML, saved with the merged checkpoint, so the
+        # server's /v1/chat/completions works. The pruner itself never uses a chat template: it
+        # renders the released layout by hand (squeez_ray.prompt).
         from squeez_ray.train.tiny import CHAT_TEMPLATE
 
         log.warning("%s has no chat template; using ChatML", base)

@@ -62,7 +62,7 @@ def test_two_systems_on_ray_data_match_squeez_eval_and_resume(ray_local, public_
 
 
 class ScriptedChat(BaseHTTPRequestHandler):
-    """An OpenAI-compatible /v1/chat/completions that keeps the output lines sharing a word with the
+    """An OpenAI-compatible /v1/completions that keeps the output lines sharing a word with the
     query (a deterministic stand-in for a model), and records how many requests were in flight."""
 
     lock = threading.Lock()
@@ -81,16 +81,15 @@ class ScriptedChat(BaseHTTPRequestHandler):
             cls.peak = max(cls.peak, cls.in_flight)
         try:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            user = body["messages"][-1]["content"]
-            query = user.split("<query>", 1)[1].split("</query>", 1)[0]
-            output = user.split("<tool_output>", 1)[1].rsplit("</tool_output>", 1)[0]
+            user = body["prompt"]
+            query = user.split("<query>\n", 1)[1].split("\n</query>", 1)[0]
+            output = user.split("<tool_output>\n", 1)[1].rsplit("\n</tool_output>", 1)[0]
             words = {w.lower() for w in re.findall(r"\w{5,}", query)}
             kept = [line for line in output.split("\n") if words & {w.lower() for w in re.findall(r"\w{5,}", line)}]
             time.sleep(0.02)  # long enough for requests to overlap
             reply = "<relevant_lines>\n" + "\n".join(kept[:5]) + "\n</relevant_lines>"
-            payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": reply}}],
+            payload = json.dumps({"id": "x", "object": "text_completion", "created": 0, "model": body["model"],
+                                  "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "text": reply}],
                                   "usage": {"prompt_tokens": len(user) // 4, "completion_tokens": len(reply) // 4,
                                             "total_tokens": 0}}).encode()
             self.send_response(200)

@@ -83,13 +83,27 @@ def test_chars_per_token_estimate_chunks_long_outputs(server):
     pruner = build_pruner("openai", server_url=url, server_model=SERVED_NAME)
     output = long_output(200)
     jobs = pruner.prepare([PruneRequest("which batch was slow?", output)]).jobs
-    assert len(jobs) >= 3 and all(job.prompt is None for job in jobs)  # chat endpoint: messages only
+    assert len(jobs) >= 3 and all(job.prompt.endswith("<|im_start|>assistant\n") for job in jobs)
     # The tiny tokenizer packs fewer than 4 characters in a token, so the server rejects some chunks
     # as over its context; those are halved and sent again until they fit.
     result = pruner.prune("which batch was slow?", output, fail_open=False)
     assert_verbatim_result(result, output)
     assert result.pruned and result.reason.startswith("chunked into ")
     assert int(result.reason.split()[2].rstrip(";")) >= len(jobs)
+
+
+def test_server_tokenises_exactly_the_golden_prompt(server, tiny_qwen3_dir, golden_rows):
+    """The completions endpoint gets the released bytes: vLLM counts exactly their tokens, nothing added."""
+    from transformers import AutoTokenizer
+
+    url, _ = server
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
+    for row in golden_rows:
+        pruner = build_pruner("openai", server_url=url, server_model=SERVED_NAME, system_prompt=row["system_prompt"],
+                              max_new_tokens=64)
+        result = pruner.prune(row["query"], row["tool_output"], fail_open=False)
+        assert result.input_tokens == len(tokenizer.encode(row["prompt"], add_special_tokens=False))
+        pruner.close()
 
 
 def test_local_tokenizer_counts_tokens_when_given(server, tiny_qwen3_dir):

@@ -32,10 +32,18 @@ def test_tokenizer_round_trips_and_renders_chatml(tiny_qwen3_dir):
         assert len(tok.encode(token, add_special_tokens=False)) == 1, token
     # Byte-level BPE: any text survives encode/decode, which chunking and token counting rely on.
     assert tok.decode(tok.encode(TOOL_OUTPUT, add_special_tokens=False)) == TOOL_OUTPUT
-    prompt = render_prompt(tok, "which test failed?", TOOL_OUTPUT)
+    prompt = render_prompt("which test failed?", TOOL_OUTPUT)
     assert prompt.startswith("<|im_start|>system\n")
-    assert f"<|im_start|>user\n<query>which test failed?</query>\n<tool_output>{TOOL_OUTPUT}</tool_output>{EOS}\n" in prompt
-    assert prompt.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    assert (f"<|im_start|>user\n<query>\nwhich test failed?\n</query>\n<tool_output>\n{TOOL_OUTPUT}\n</tool_output>{EOS}\n"
+            in prompt)
+    assert prompt.endswith("<|im_start|>assistant\n")  # no think block: the released layout
+    # The tokenizer's own template is Qwen 3.x style (an empty think block): the pruner does not use it.
+    no_think = tok.apply_chat_template([{"role": "user", "content": "q"}], tokenize=False, add_generation_prompt=True,
+                                       enable_thinking=False)
+    assert no_think.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")
+    # Each special marker of the rendered prompt is one token.
+    ids = tok.encode(prompt, add_special_tokens=False)
+    assert ids.count(tok.convert_tokens_to_ids("<|im_start|>")) == 3 and ids.count(tok.convert_tokens_to_ids(EOS)) == 2
     thinking = tok.apply_chat_template([{"role": "user", "content": "q"}], tokenize=False, add_generation_prompt=True)
     assert thinking.endswith("<|im_start|>assistant\n")
     chat = [{"role": "user", "content": "q"}, {"role": "assistant", "content": render_target(["a"])}]
@@ -54,7 +62,7 @@ def test_transformers_loads_generates_and_trains(which, request):
     assert type(model).__name__ == ("Qwen3ForCausalLM" if which == "qwen3" else "Qwen3_5ForCausalLM")
     if which == "qwen35":
         assert set(model.config.layer_types) == {"linear_attention", "full_attention"}
-    batch = tok([render_prompt(tok, "which test failed?", TOOL_OUTPUT)], return_tensors="pt")
+    batch = tok([render_prompt("which test failed?", TOOL_OUTPUT)], return_tensors="pt")
     out = model.generate(**batch, max_new_tokens=12, do_sample=False, min_new_tokens=12)
     assert out.shape[1] == batch.input_ids.shape[1] + 12
     # One training step moves the weights: the checkpoint is usable for the LoRA / SFT smoke tests.
@@ -70,7 +78,7 @@ def test_vllm_loads_and_generates(tiny_qwen3_dir):
     llm = LLM(model=str(tiny_qwen3_dir), max_model_len=1024, enforce_eager=True, seed=0)
     try:
         tok = llm.get_tokenizer()
-        prompts = [render_prompt(tok, "which test failed?", TOOL_OUTPUT), render_prompt(tok, "q", "one line")]
+        prompts = [render_prompt("which test failed?", TOOL_OUTPUT), render_prompt("q", "one line")]
         outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=16, min_tokens=16))
         assert [len(o.outputs[0].token_ids) for o in outs] == [16, 16]
         assert len(outs[0].prompt_token_ids) == len(tok.encode(prompts[0], add_special_tokens=False))

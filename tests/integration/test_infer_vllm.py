@@ -77,3 +77,26 @@ def test_over_long_line_does_not_break_the_context(vllm_pruner):
     output = "start\n" + "token " * 3000 + "\nend"
     result = vllm_pruner.prune("q", output, fail_open=False)
     assert_verbatim_result(result, output)
+
+
+def test_vllm_receives_the_golden_prompt_bytes(vllm_pruner, golden_rows):
+    """What vLLM itself reports it got: the golden text, tokenised with nothing added."""
+    engine = vllm_pruner.engine
+    seen = []
+    original = engine.llm.generate
+
+    def recording(prompts, params, **kwargs):
+        outputs = original(prompts, params, **kwargs)
+        seen.extend(outputs)
+        return outputs
+
+    engine.llm.generate = recording
+    try:
+        for row in golden_rows:
+            pruner = GenerativePruner(engine, BackendOptions(system_prompt=row["system_prompt"], max_new_tokens=64))
+            pruner.prune(row["query"], row["tool_output"], fail_open=False)
+            output = seen[-1]
+            assert output.prompt == row["prompt"]
+            assert list(output.prompt_token_ids) == engine.tokenizer.encode(row["prompt"], add_special_tokens=False)
+    finally:
+        engine.llm.generate = original

@@ -111,6 +111,20 @@ def test_prune_and_batch_round_trip_through_the_engine(base_url):
     assert results[2]["reason"] and "chunked into" in results[2]["reason"]
 
 
+def test_model_deployment_gets_the_golden_prompt_bytes(base_url, tiny_qwen3_dir, golden_rows):
+    """vLLM behind Serve counts exactly the tokens of the released prompt (default system prompt here)."""
+    from transformers import AutoTokenizer
+
+    from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
+    row = golden_rows[0]
+    answer = prune(base_url, row["query"], row["tool_output"]).json()
+    expected = render_prompt(row["query"], row["tool_output"], DEFAULT_SYSTEM_PROMPT)
+    assert expected == row["prompt"].replace(row["system_prompt"], DEFAULT_SYSTEM_PROMPT)
+    assert answer["input_tokens"] == len(tokenizer.encode(expected, add_special_tokens=False))
+
+
 def test_openai_client_on_the_chat_route(base_url):
     import openai
 

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from squeez_ray.infer.prompt import render_prompt
+
 SQUEEZ = Path(sys.executable).parent / "squeez"
 ERROR_LINE = "    ERROR module_42.c:17: undefined reference to `frobnicate'"
 
@@ -40,7 +42,7 @@ def squeez(args: list[str], data: bytes, env: dict, timeout: float = 120) -> sub
 
 
 class ScriptedOpenAI(BaseHTTPRequestHandler):
-    """GET /v1/models and POST /v1/chat/completions; the reply keeps the error line (stripped, as
+    """GET /v1/models and POST /v1/completions; the reply keeps the error line (stripped, as
     models often do) and invents one line that is not in the output."""
 
     requests: list[dict] = []
@@ -64,9 +66,8 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
         request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **request})
         reply = "<relevant_lines>\n" + ERROR_LINE.strip() + "\nan invented line\n</relevant_lines>"
-        self._send({"id": "x", "object": "chat.completion", "created": 0, "model": request["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": reply}}],
+        self._send({"id": "x", "object": "text_completion", "created": 0, "model": request["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "text": reply}],
                     "usage": {"prompt_tokens": 321, "completion_tokens": 17, "total_tokens": 338}})
 
 
@@ -93,10 +94,11 @@ def test_openai_backend_answer_is_mapped_to_source_lines(openai_server, env, tmp
     assert len(lines) == 2
     assert b"model tokens in 321, out 17" in out.stderr
     (sent,) = ScriptedOpenAI.requests
-    assert sent["path"] == "/v1/chat/completions" and sent["model"] == "squeez-test"
+    assert sent["path"] == "/v1/completions" and sent["model"] == "squeez-test"
     assert sent["auth"] == "Bearer sekret"
-    assert sent["messages"][0] == {"role": "system", "content": "the prompt it was trained with"}
-    assert "<query>undefined reference</query>" in sent["messages"][1]["content"]
+    # The released layout, rendered here and sent as text (no server-side chat template).
+    assert sent["prompt"] == render_prompt("undefined reference", make_log().decode(),
+                                           "the prompt it was trained with")
 
 
 def free_port() -> int:

@@ -10,7 +10,7 @@ from squeez_ray.backends import BackendOptions, build_pruner
 from squeez_ray.infer.base import PruneRequest, RenderOptions
 from squeez_ray.infer.fake import FakeEngine
 from squeez_ray.infer.generative import Generation, GenerativePruner, PromptTooLongError
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, render_prompt
 
 PYTEST_LOG = """============ test session starts ============
 collected 3 items
@@ -81,8 +81,8 @@ def test_prepare_and_assemble_let_a_caller_drive_its_own_engine():
     pruner = build_pruner("fake")
     prepared = pruner.prepare([PruneRequest("first", PYTEST_LOG), PruneRequest("second", "alpha\nbeta\ngamma")])
     assert [j.request_index for j in prepared.jobs] == [0, 1]
-    assert prepared.jobs[0].messages[0]["content"] == DEFAULT_SYSTEM_PROMPT
-    assert prepared.jobs[0].prompt is None  # no tokenizer: chat endpoints take the messages
+    # No tokenizer needed: the prompt is the released layout, rendered by hand.
+    assert prepared.jobs[0].prompt == render_prompt("first", PYTEST_LOG, DEFAULT_SYSTEM_PROMPT)
     generations = [Generation("<relevant_lines>\ntests/test_io.py::test_close PASSED\ninvented line\n</relevant_lines>",
                               10, 5),
                    Generation("gamma\nbeta", 3, 2)]  # no tags: the bare reply is taken as lines
@@ -103,10 +103,11 @@ def test_reply_cut_at_the_token_limit_is_noted():
 def test_system_prompt_from_options_then_manifest_then_default(tmp_path):
     (tmp_path / "manifest.json").write_text(json.dumps({"prompt_format": PROMPT_FORMAT, "system_prompt": "Trained prompt."}))
     from_manifest = build_pruner("fake", model=str(tmp_path))
-    assert from_manifest.prepare([PruneRequest("q", "o")]).jobs[0].messages[0]["content"] == "Trained prompt."
+    assert from_manifest.prepare([PruneRequest("q", "o")]).jobs[0].prompt.startswith(
+        "<|im_start|>system\nTrained prompt.<|im_end|>\n")
     assert build_pruner("fake", model=str(tmp_path), system_prompt="Mine.").system_prompt == "Mine."
     (tmp_path / "manifest.json").write_text(json.dumps({"prompt_format": "other-v9"}))
-    with pytest.raises(ValueError, match="prompt_format 'other-v9' is not supported"):
+    with pytest.raises(ValueError, match="trained with prompt_format 'other-v9' .unknown layout.; this version renders"):
         build_pruner("fake", model=str(tmp_path))
 
 

@@ -1,5 +1,6 @@
 """The openai backend's transport policy over real HTTP on 127.0.0.1 (a small stub server, no model):
-retries with backoff on 429/5xx, bounded concurrency, and the OpenAI chat request it sends."""
+retries with backoff on 429/5xx, bounded concurrency, and the completions request it sends (the
+released prompt bytes, rendered by the pruner, never a server-side chat template)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from squeez_ray.backends import build_pruner
+from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
 from squeez_ray.infer.base import PruneRequest
 
 
 class Stub:
-    """Answers /v1/chat/completions, failing the first ``failures`` calls with ``status``."""
+    """Answers /v1/completions, failing the first ``failures`` calls with ``status``.
+
+    ``max_chars`` bounds the tool output part of the prompt (a stand-in for the server's context)."""
 
     def __init__(self, failures: int = 0, status: int = 503, delay_s: float = 0.0, max_chars: int | None = None):
         self.failures, self.status, self.delay_s, self.max_chars = failures, status, delay_s, max_chars
@@ -30,6 +34,7 @@ class Stub:
 
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body["path"] = self.path
                 with stub.lock:
                     stub.calls.append(body)
                     failing = len(stub.calls) <= stub.failures
@@ -41,16 +46,16 @@ class Stub:
                 if failing:
                     self._send(stub.status, {"error": {"message": "busy", "type": "server_error"}})
                     return
-                user = body["messages"][-1]["content"]
-                if stub.max_chars and len(user) > stub.max_chars:  # vLLM's wording for an over-long prompt
+                output = _tool_output(body["prompt"])
+                if stub.max_chars and len(output) > stub.max_chars:  # vLLM's wording for an over-long prompt
                     self._send(400, {"error": {"message": "This model's maximum context length is 100 tokens.",
                                                "type": "BadRequestError", "code": 400}})
                     return
-                line = user.split("<tool_output>")[1].split("\n")[0]  # echo the first line: a valid answer
+                line = output.split("\n")[0]  # echo the first line: a valid answer
                 self._send(200, {
-                    "id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": f"<relevant_lines>\n{line}\n</relevant_lines>"}}],
+                    "id": "x", "object": "text_completion", "created": 0, "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
+                                 "text": f"<relevant_lines>\n{line}\n</relevant_lines>"}],
                     "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
 
             def _send(self, status, payload):
@@ -68,6 +73,10 @@ class Stub:
     def close(self):
         self.server.shutdown()
         self.server.server_close()
+
+
+def _tool_output(prompt: str) -> str:
+    return prompt.split("<tool_output>\n", 1)[1].rsplit("\n</tool_output>", 1)[0]
 
 
 @pytest.fixture
@@ -103,15 +112,24 @@ def test_concurrency_is_bounded(stub):
     assert stub.peak == 2
 
 
-def test_request_is_a_greedy_chat_call_without_thinking(stub):
+def test_request_is_a_greedy_completion_of_the_rendered_prompt(stub):
     pruner = build_pruner("openai", server_url=stub.url + "/v1/", server_model="m", max_context_tokens=4096)
     pruner.prune("which?", "a\nb", fail_open=False)
     body = stub.calls[0]
+    assert body["path"] == "/v1/completions"
     assert body["model"] == "m" and body["temperature"] == 0.0
-    assert body["chat_template_kwargs"] == {"enable_thinking": False}
-    assert [m["role"] for m in body["messages"]] == ["system", "user"]
-    assert body["messages"][1]["content"] == "<query>which?</query>\n<tool_output>a\nb</tool_output>"
+    assert body["add_special_tokens"] is False and "messages" not in body
+    assert body["prompt"] == render_prompt("which?", "a\nb", DEFAULT_SYSTEM_PROMPT)
+    assert "<query>\nwhich?\n</query>\n<tool_output>\na\nb\n</tool_output>" in body["prompt"]
     assert body["max_tokens"] == 1 + 32  # "a\nb" is one token at chars/4, plus the answer margin
+
+
+def test_golden_rows_go_out_byte_for_byte(stub, golden_rows):
+    for row in golden_rows:
+        pruner = build_pruner("openai", server_url=stub.url, server_model="m", max_context_tokens=4096,
+                              system_prompt=row["system_prompt"])
+        pruner.prune(row["query"], row["tool_output"], fail_open=False)
+        assert stub.calls[-1]["prompt"] == row["prompt"]
 
 
 def test_building_needs_no_server():
@@ -131,5 +149,5 @@ def test_prompts_over_the_server_context_are_split_and_retried(stub):
     assert result.pruned and result.reason.startswith("chunked into ")
     n_chunks = int(result.reason.split()[2])
     assert n_chunks >= 2 and result.spans[0] == [1, 1] and result.kept_lines == n_chunks  # one echoed line per chunk
-    accepted = [c for c in stub.calls if len(c["messages"][-1]["content"]) <= 400]
+    accepted = [c for c in stub.calls if len(_tool_output(c["prompt"])) <= 400]
     assert len(accepted) == n_chunks

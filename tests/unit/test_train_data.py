@@ -7,7 +7,7 @@ import pytest
 
 from squeez_ray.infer.prompt import render_prompt, render_target
 from squeez_ray.schema import read_examples
-from squeez_ray.train.data import (IGNORE_INDEX, collate, encode_example, end_of_turn_text, training_row)
+from squeez_ray.train.data import IGNORE_INDEX, collate, encode_example, training_row, warn_without_chatml_tokens
 from squeez_ray.train.loop import batches_per_epoch
 from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
@@ -36,8 +36,15 @@ def test_training_row_renders_the_kept_lines_verbatim():
     assert negative["target"] == render_target([]) and negative["first_gold"] == 0
 
 
-def test_end_of_turn_comes_from_the_chat_template(tokenizer):
-    assert end_of_turn_text(tokenizer) == "<|im_end|>"
+def test_chatml_markers_are_single_tokens_or_a_warning(tokenizer, caplog):
+    assert warn_without_chatml_tokens(tokenizer, "tiny") and not caplog.records
+
+    class Splitting:  # a base whose vocabulary has no ChatML tokens
+        def __call__(self, text, add_special_tokens=False):
+            return {"input_ids": list(range(len(text)))}
+
+    assert not warn_without_chatml_tokens(Splitting(), "llama-like")
+    assert "llama-like: the tokenizer splits <|im_start|>" in caplog.text
 
 
 def test_loss_is_on_the_response_only(tokenizer):
@@ -45,7 +52,7 @@ def test_loss_is_on_the_response_only(tokenizer):
     enc = encode_example(tokenizer, row, max_seq_length=4096)
     assert enc.status == "ok" and enc.kept_output_lines == 30
     prompt = tokenizer.decode(enc.input_ids[:enc.prompt_len])
-    assert prompt == render_prompt(tokenizer, row["query"], row["tool_output"])
+    assert prompt == render_prompt(row["query"], row["tool_output"])
     assert tokenizer.decode(enc.input_ids[enc.prompt_len:]) == row["target"] + "<|im_end|>"
 
     batch = collate({"input_ids": [np.array(enc.input_ids), np.array(enc.input_ids[:enc.prompt_len + 3])],
