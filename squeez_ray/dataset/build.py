@@ -81,6 +81,32 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     return build_from_examples(examples, config, inputs=list(config.inputs), fingerprint=fingerprint)
 
 
+def unique_instance_ids(examples: Sequence[dict[str, Any]]) -> int:
+    """Give every example its own ``instance_id``; returns how many were renamed.
+
+    An instance (one repository task) yields several tool runs, and the teachers label each run as
+    an example under the instance's id. Evaluation, per-example results and resume are keyed by the
+    id, so examples sharing one become ``<id>#<k>`` (k in input order, as the file teacher names two
+    queries over one output), which keeps the instance readable in the id and the build repeatable.
+    """
+    counts = Counter(str(e["instance_id"]) for e in examples)
+    taken = set(counts)
+    seen: Counter = Counter()
+    renamed = 0
+    for example in examples:
+        ident = str(example["instance_id"])
+        if counts[ident] < 2:
+            continue
+        k = seen[ident]
+        while f"{ident}#{k}" in taken:  # never collide with an id that already has this shape
+            k += 1
+        seen[ident] = k + 1
+        example["instance_id"] = f"{ident}#{k}"
+        taken.add(example["instance_id"])
+        renamed += 1
+    return renamed
+
+
 def build_from_examples(examples: Sequence[Mapping[str, Any]], config: BuildConfig, *, inputs: list[str] | None = None,
                         fingerprint: str | None = None, extra_manifest: Mapping[str, Any] | None = None,
                         ) -> dict[str, Any]:
@@ -91,6 +117,7 @@ def build_from_examples(examples: Sequence[Mapping[str, Any]], config: BuildConf
     kept, dropped = qa.filter_examples(examples, config.qa)
     for example in kept:
         example["split_group_id"] = group_of(example)
+    unique_instance_ids(kept)  # after grouping: an instance's examples stay in one split
     sizes = Counter(e["split_group_id"] for e in kept)
     split_of = assign_splits(sizes, config.ratios, config.seed) if sizes else {}
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}

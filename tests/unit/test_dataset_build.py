@@ -85,3 +85,19 @@ def test_negatives_skip_outputs_that_mention_the_query_names():
              "tool_output": "def parse_args():\n    pass", "repo": "r"}]
     negatives = make_negatives(rows, 5, seed=0)
     assert [n["query"] for n in negatives] == ["What does main do?"]  # never the parse_args query on b's output
+
+
+def test_runs_of_one_instance_get_their_own_ids_and_stay_in_one_split(tmp_path):
+    # An instance yields several tool runs, each labelled under the instance's id (the quickstart
+    # sample does this); evaluation refuses duplicate ids, so the build must make them unique
+    # without splitting an instance across train/dev/test.
+    rows = [dict(r, repo=None, instance_id=f"inst{i // 4}") for i, r in enumerate(examples(n_repos=6))]
+    build_from_examples(rows, BuildConfig(output_dir=str(tmp_path), negatives_share=0.0))
+    written = {s: read_examples(tmp_path / f"{s}.parquet", for_evaluation=True) for s in ("train", "dev", "test")}
+    ids = [r["instance_id"] for rows_ in written.values() for r in rows_]
+    assert len(ids) == len(set(ids)) == len(rows)
+    assert "inst0#0" in ids and "inst0#3" in ids
+    split_of_instance = {}
+    for split, rows_ in written.items():
+        for r in rows_:
+            assert split_of_instance.setdefault(r["instance_id"].split("#")[0], split) == split
