@@ -73,7 +73,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.train.data import build_train_dataset, load_rows
-    from squeez_ray.train.loop import batches_per_epoch, train_loop_per_worker
+    from squeez_ray.train.loop import train_loop_per_worker
     from squeez_ray.train.model import resolve_base
 
     check_inputs(config)
@@ -87,9 +87,10 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     started = time.time()
     base = resolve_base(config.model, local_run_dir or Path("."))
     rows = load_rows(config.data.train_path, config.data.train_split, what="data.train_path")
-    prepared = build_train_dataset(rows, base, config.data)
-    n_batches = batches_per_epoch(prepared.counts["train_examples"], config.scaling.num_workers,
-                                  config.train.per_device_batch_size)
+    prepared = build_train_dataset(rows, base, config.data, max_tokens=config.token_budget(),
+                                   max_examples=config.train.per_device_batch_size,
+                                   num_workers=config.scaling.num_workers, seed=config.train.seed)
+    n_batches = prepared.batches_per_worker
     system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
     metadata = {
         "base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,

@@ -8,7 +8,6 @@ import pytest
 from squeez_ray.infer.prompt import render_prompt, render_target
 from squeez_ray.schema import read_examples
 from squeez_ray.train.data import (IGNORE_INDEX, collate, encode_example, end_of_turn_text, training_row)
-from squeez_ray.train.loop import batches_per_epoch
 from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
 
@@ -88,14 +87,6 @@ def test_negative_examples_truncate_to_a_window_too(tokenizer):
     enc = encode_example(tokenizer, row, max_seq_length=400)
     assert enc.status == "truncated" and len(enc.input_ids) <= 400
     assert tokenizer.decode(enc.input_ids[enc.prompt_len:]) == render_target([]) + "<|im_end|>"
-
-
-def test_batches_per_epoch_follows_the_equal_split():
-    assert batches_per_epoch(96, 2, 4) == 12
-    assert batches_per_epoch(97, 2, 4) == 12  # Ray's equal split drops the odd row
-    assert batches_per_epoch(10, 1, 4) == 3
-    with pytest.raises(ValueError, match="cannot be split"):
-        batches_per_epoch(1, 2, 4)
 
 
 def test_synthetic_rows_are_valid_project_rows(tmp_path):
