@@ -224,6 +224,12 @@ class TrainConfig:
             problems.append(f"run.checkpoint_score: {score!r} needs eval.enabled: true")
         if score and score.startswith("eval_") and self.train.save_steps:
             problems.append(f"run.checkpoint_score: {score!r} is computed at epoch ends; set train.save_steps: 0")
+        from squeez_ray.train.storage import relative_storage_problem
+
+        spread = self.scaling.num_workers > 1 and self.scaling.placement_strategy in ("SPREAD", "STRICT_SPREAD")
+        storage = relative_storage_problem(self.run.storage_path, spread_workers=spread)
+        if storage:
+            problems.append("run." + storage)
         if self.train.max_tokens_per_batch is not None and self.train.max_tokens_per_batch < self.data.max_seq_length:
             problems.append(f"train.max_tokens_per_batch: {self.train.max_tokens_per_batch} is below "
                             f"data.max_seq_length {self.data.max_seq_length}: the longest examples would fit no batch")

@@ -55,6 +55,18 @@ def check_inputs(config: TrainConfig) -> None:
         raise TrainJobError("cannot start training:\n  - " + "\n  - ".join(problems))
 
 
+def _check_shared_storage(storage_path: str) -> None:
+    """Before any worker starts: a multi-node cluster needs storage every node sees."""
+    import ray
+
+    from squeez_ray.train.storage import multinode_storage_problem
+
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    problem = multinode_storage_problem(storage_path, nodes)
+    if problem:
+        raise TrainJobError("cannot start training:\n  - " + problem)
+
+
 def _eval_sample(config: TrainConfig) -> list[dict[str, Any]] | None:
     from squeez_ray.train.data import load_rows
     from squeez_ray.train.evaluate import eval_row
@@ -78,6 +90,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
 
     check_inputs(config)
     init_ray(log_to_driver=True)  # workers' training logs are the job's progress
+    _check_shared_storage(config.run.storage_path)
     storage = config.run.storage_path if _is_uri(config.run.storage_path) else str(Path(config.run.storage_path).resolve())
     run_dir = f"{storage.rstrip('/')}/{config.run.name}"
     local_run_dir = None if _is_uri(storage) else Path(run_dir)
