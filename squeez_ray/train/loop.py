@@ -100,6 +100,9 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
             now, tokens = time.perf_counter(), state.num_input_tokens_seen
             metrics = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
             metrics.update(step=state.global_step, epoch=state.epoch or 0.0, num_input_tokens_seen=tokens)
+            from squeez_ray.train.peak import process_peak_bytes
+
+            metrics["peak_memory_bytes"] = process_peak_bytes()  # compared with jobs/train.py --plan
             if "loss" in metrics:  # a training-step log (not the end-of-run summary): throughput since the last one
                 elapsed = now - self.mark[0]
                 metrics["tokens_per_s"] = (tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0

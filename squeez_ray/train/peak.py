@@ -35,3 +35,17 @@ def peak_rss_delta() -> Iterator[dict[str, int]]:
         yield result
     finally:
         result["bytes"] = max(0, _status_kib("VmHWM") - start) * 1024
+
+
+def process_peak_bytes() -> int:
+    """This process's peak memory so far: CUDA allocations on a GPU worker, else peak RSS (weights included)."""
+    try:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            return int(torch.cuda.max_memory_allocated())
+    except ImportError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
