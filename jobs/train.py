@@ -31,10 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     from squeez_ray.schema import DataError
     from squeez_ray.train.config import TrainConfig
     from squeez_ray.train.data import TrainDataError
-    from squeez_ray.train.run import TrainJobError, run_training
-
     from squeez_ray.train.devices import UnknownDevice
     from squeez_ray.train.plan import PlanError
+    from squeez_ray.train.run import TrainJobError, run_training
 
     try:
         config = load_config(TrainConfig, args.config, args.overrides)

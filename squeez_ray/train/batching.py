@@ -15,7 +15,7 @@ the last few are left out, as Ray's equal split would).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
 
 class BatchPlanError(ValueError):

@@ -96,9 +96,8 @@ def response_only_forward(model: Any, inputs: dict[str, Any], *, chunk_tokens: i
 
 def full_logits_loss_sum(model: Any, inputs: dict[str, Any]) -> tuple[Any, int]:
     """Reference: the stock full-sequence logits and a summed cross-entropy (tests compare against it)."""
-    import torch.nn.functional as F
-
     import torch
+    import torch.nn.functional as F
 
     logits = model(input_ids=inputs["input_ids"], attention_mask=inputs.get("attention_mask"), use_cache=False).logits
     labels = inputs["labels"][:, 1:]

@@ -7,8 +7,8 @@ training step is read without the imports and weights that came before it.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 
 def _status_kib(field: str) -> int:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.train.config import TINY_MODELS, TrainConfig, deepspeed_stage
-from squeez_ray.train.devices import GiB, Device
+from squeez_ray.train.devices import Device, GiB
 from squeez_ray.train.loss import DEFAULT_CHUNK_TOKENS
 
 CUDA_OVERHEAD_BYTES = int(1.5 * GiB)  # context, cuBLAS / NCCL workspaces
@@ -57,8 +57,8 @@ class MemoryPlan:
         return self.total <= self.device.memory_bytes
 
     def table(self) -> str:
-        rows = [f"memory plan: one worker on {self.device.name} ({self.device.memory_bytes / GiB:.1f} GiB), "
-                f"{self.tokens_per_batch:,} padded tokens per device batch",
+        rows = [(f"memory plan: one worker on {self.device.name} ({self.device.memory_bytes / GiB:.1f} GiB), "
+                 f"{self.tokens_per_batch:,} padded tokens per device batch"),
                 f"  parameters {self.parameters:,}; LoRA {self.lora_parameters:,}"]
         rows += [f"  {name:<34}{size / GiB:9.2f} GiB" for name, size in self.parts.items()]
         rows.append(f"  {'total':<34}{self.total / GiB:9.2f} GiB  "

@@ -9,8 +9,9 @@ air-gapped box that holds only torch, transformers, peft and accelerate.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 
 class RaySession:

@@ -10,9 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from squeez_ray.train.data import collate  # noqa: E402
-from squeez_ray.train.loss import (causal_lm_parts, full_logits_loss_sum, response_loss_sum,  # noqa: E402
-                                   response_only_forward)
+from squeez_ray.train.data import collate
+from squeez_ray.train.loss import (
+    causal_lm_parts,
+    full_logits_loss_sum,
+    response_loss_sum,
+    response_only_forward,
+)
 
 
 @pytest.fixture(scope="module", params=["qwen3", "qwen35"])

@@ -20,7 +20,7 @@ from squeez_ray.train.plan import plan_memory
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "jobs"))
-import train as train_job  # noqa: E402
+import train as train_job
 
 
 def _config(name, **overrides):
@@ -93,7 +93,7 @@ print(json.dumps({"measured": peak["bytes"], "planned": plan.total - plan.parts[
 def test_plan_is_within_a_factor_of_two_of_the_peak_measured_on_cpu(tmp_path, checkpointing):
     """Weights are loaded before the measurement starts, so the step's peak is compared with the plan less weights."""
     out = subprocess.run([sys.executable, "-c", _MEASURE, str(tmp_path / "m"), checkpointing,
-                          str(REPO / "jobs/configs/tiny_cpu.yaml")], capture_output=True, text=True, timeout=600,
+                          str(REPO / "jobs/configs/tiny_cpu.yaml")], capture_output=True, text=True, timeout=600, check=False,
                          env={"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)})
     assert out.returncode == 0, out.stderr[-2000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
