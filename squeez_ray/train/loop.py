@@ -180,10 +180,11 @@ def training_arguments(cfg: Any, output_dir: str, *, world_size: int, deepspeed:
         ddp_find_unused_parameters=False if world_size > 1 else None)
 
 
-def train_loop_per_worker(loop_config: dict[str, Any]) -> Any:
+def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     """Runs on every Ray Train worker, or in-process with ``loop_config["session"]`` (a LocalSession).
 
-    ``loop_config``: config, base, n_batches, metadata, eval_rows, deepspeed, session. Returns the Trainer.
+    ``loop_config``: config, base, n_batches, metadata, eval_rows, deepspeed, session. Returns nothing:
+    Ray Train serialises a worker's return value, and results go through the session's reports.
     """
     from squeez_ray.train.kernels import warn_if_slow_kernels
     from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer
@@ -211,9 +212,8 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> Any:
                              resumed=checkpoint is not None))
     if checkpoint is None:
         trainer.train()
-        return trainer
+        return
     # Keep the folder open for the whole run: for cloud storage it is a temporary download.
     with checkpoint.as_directory() as folder:
         log.info("rank %d resuming from %s", session.rank, folder)
         trainer.train(resume_from_checkpoint=folder)
-    return trainer
