@@ -58,7 +58,8 @@ def bench(tokens: int, steps: int, work: Path) -> dict:
     wall = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"training failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    result = json.loads(done.stdout[done.stdout.index("{"):])
+    text = done.stdout  # Ray's log lines come first; the job's JSON summary is the last block, "{" on its own line
+    result = json.loads(text[text.rfind("\n{\n") + 1 if "\n{\n" in text else text.index("{\n"):])
     metrics = result["metrics"]
     peak = metrics.get("peak_memory_bytes", 0) / 2 ** 30
     return {"tokens": tokens, "steps": steps, "loss": metrics.get("loss"),
