@@ -28,7 +28,8 @@ def overrides(work: Path, tokens: int, steps: int) -> list[str]:
             f"data.max_seq_length={tokens}", f"train.max_tokens_per_batch={tokens}", "train.per_device_batch_size=1",
             f"train.max_steps={steps}", f"train.save_steps={steps}", "train.logging_steps=1", "train.bf16=false",
             "train.use_cpu=true", "scaling.use_gpu=false", "scaling.cpus_per_worker=1", "data.tokenize_num_cpus=0.5",
-            "model.dtype=bfloat16", "model.gradient_checkpointing=true"]
+            "model.dtype=bfloat16", "model.gradient_checkpointing=true",
+            "train.warmup_ratio=0"]  # with warm-up, step 1 runs at learning rate 0 and LoRA B stays zero
 
 
 def lora_moved(checkpoint: str) -> bool:
