@@ -1,20 +1,27 @@
 """LoRA fine-tune on Ray Train.
 
     python jobs/train.py --config jobs/configs/tiny_cpu.yaml [key=value ...]
+    python jobs/train.py --config jobs/configs/qwen35_2b_lora.yaml --plan [--device a100-80gb]
     ray job submit --working-dir . -- python jobs/train.py --config jobs/configs/qwen35_2b_lora.yaml
 
 Resubmitting with the same run.name and run.storage_path resumes from the latest checkpoint.
+--plan prints the memory plan of one worker on the GPU found here, the one --device names, or (no GPU
+here, none named) an 80 GB A100; exit code 2 when it does not fit. Training checks the same plan first
+when --device is given or a GPU is found here, and refuses a config that cannot fit before Ray starts.
 """
 
 from __future__ import annotations
 
 import sys
 
-from squeez_ray.runner import Outcome, job_parser, run_job
+from squeez_ray.runner import JobError, Outcome, job_parser, run_job
 from squeez_ray.train.config import TrainConfig
 
 
 def work(config: TrainConfig, args) -> Outcome:
+    if args.plan or args.device or config.scaling.use_gpu:
+        if _memory_plan(config, args.device, always=args.plan):
+            return Outcome()  # --plan: the plan was the job
     from squeez_ray.train.run import run_training
 
     outcome = run_training(config, config_path=args.config)
@@ -23,10 +30,36 @@ def work(config: TrainConfig, args) -> Outcome:
                    manifest=outcome.manifest)
 
 
+def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) -> bool:
+    """Print the plan (always with --plan); True ends the job, JobError refuses a plan that cannot fit."""
+    from squeez_ray.train.devices import detect_device, named_device
+    from squeez_ray.train.plan import plan_memory
+
+    device, note = (named_device(device_name), "") if device_name else (detect_device(), "")
+    if device is None:
+        if not always:  # the driver has no GPU (e.g. a cluster head): the workers' cards are unknown here
+            return False
+        device = named_device("a100-80gb" if config.scaling.use_gpu else "cpu")
+        note = " (no GPU here; --device names another)" if config.scaling.use_gpu else ""
+    plan = plan_memory(config, device)
+    if always or not plan.fits:
+        print(plan.table() + note, flush=True)
+    if not plan.fits:
+        raise JobError(f"this config needs about {plan.total / 2**30:.1f} GiB per worker on {device.name} "
+                       f"({device.memory_bytes / 2**30:.1f} GiB): lower train.max_tokens_per_batch (now "
+                       f"{plan.tokens_per_batch}), turn on model.gradient_checkpointing, or use a larger card / ZeRO-3")
+    return always
+
+
 def main(argv: list[str] | None = None) -> int:
+    from squeez_ray.train.devices import UnknownDevice
+    from squeez_ray.train.plan import PlanError
+
     parser = job_parser(__doc__, TrainConfig, config_required=True, config_help="YAML config (jobs/configs/*.yaml)",
                         overrides_example="train.max_steps=4 run.name=try2")
-    return run_job("train", work, argv, parser=parser, config_cls=TrainConfig)
+    parser.add_argument("--plan", action="store_true", help="print the memory plan and exit (2: does not fit)")
+    parser.add_argument("--device", help="plan for this card (a100-80gb, h100-80gb, h200, a100-40gb, l40s, l4, a10g, cpu)")
+    return run_job("train", work, argv, parser=parser, config_cls=TrainConfig, errors=(PlanError, UnknownDevice))
 
 
 if __name__ == "__main__":

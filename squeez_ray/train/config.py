@@ -101,7 +101,10 @@ class DataSection:
 class OptimSection:
     epochs: float = 3.0  # passes over the training set (fractions allowed)
     max_steps: int = -1  # debug knob: > 0 overrides epochs (optimizer steps)
-    per_device_batch_size: int = 8  # examples per worker step
+    per_device_batch_size: int = 8  # at most this many examples per batch (fewer when the token budget says so)
+    # Padded tokens per device batch (examples x longest): examples are grouped by length under this
+    # budget. None: per_device_batch_size x data.max_seq_length (the old worst case, less padding).
+    max_tokens_per_batch: int | None = None
     gradient_accumulation_steps: int = 4  # steps accumulated per optimizer step
     learning_rate: float = 2e-4  # peak learning rate of the adapter
     lr_scheduler: str = "cosine"  # transformers scheduler name (cosine, linear, constant, ...)
@@ -204,6 +207,10 @@ class TrainConfig:
     run: RunSection = field(default_factory=RunSection)
     eval: EvalSection = field(default_factory=EvalSection)
 
+    def token_budget(self) -> int:
+        """Padded tokens per device batch (train.max_tokens_per_batch, or batch size x max_seq_length)."""
+        return self.train.max_tokens_per_batch or self.train.per_device_batch_size * self.data.max_seq_length
+
     def validate(self) -> list[str]:
         problems = []
         stage = deepspeed_stage(self.train.deepspeed)
@@ -217,6 +224,15 @@ class TrainConfig:
             problems.append(f"run.checkpoint_score: {score!r} needs eval.enabled: true")
         if score and score.startswith("eval_") and self.train.save_steps:
             problems.append(f"run.checkpoint_score: {score!r} is computed at epoch ends; set train.save_steps: 0")
+        from squeez_ray.train.storage import relative_storage_problem
+
+        spread = self.scaling.num_workers > 1 and self.scaling.placement_strategy in ("SPREAD", "STRICT_SPREAD")
+        storage = relative_storage_problem(self.run.storage_path, spread_workers=spread)
+        if storage:
+            problems.append("run." + storage)
+        if self.train.max_tokens_per_batch is not None and self.train.max_tokens_per_batch < self.data.max_seq_length:
+            problems.append(f"train.max_tokens_per_batch: {self.train.max_tokens_per_batch} is below "
+                            f"data.max_seq_length {self.data.max_seq_length}: the longest examples would fit no batch")
         if self.train.bf16 and self.model.dtype == "float16":
             problems.append("train.bf16 with model.dtype float16: pick one precision")
         return problems

@@ -2,7 +2,8 @@
 
 Pure functions (``training_row``, ``encode_example``, ``collate``) hold the rules; ``TokenizeBatch`` is
 the Ray Data stage that applies them, and ``build_train_dataset`` the driver-side pipeline that reads,
-tokenises, counts and materialises the set the workers stream with ``get_dataset_shard``.
+tokenises, counts, batches by token budget (``squeez_ray.train.batching``) and materialises the set of
+batches the workers stream with ``get_dataset_shard``.
 
 The prompt is the one inference renders (``render_prompt``: the released layout, hand-built ChatML),
 and the response is ``render_target(kept lines)`` plus ``<|im_end|>``, tokenised separately: prompt and
@@ -207,13 +208,17 @@ def load_rows(path: str, split: str | None, *, what: str) -> list[dict[str, Any]
 
 @dataclass
 class PreparedData:
-    dataset: Any  # ray.data.Dataset with input_ids, prompt_len (materialised)
+    dataset: Any  # ray.data.Dataset, one row per batch: input_ids (list of sequences), prompt_len (materialised)
     counts: dict[str, int]
+    batches_per_worker: int  # per epoch; equal on every worker
 
 
-def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data_cfg: Any) -> PreparedData:
-    """Tokenise ``rows`` with Ray Data, count ok / truncated / dropped, and keep the trainable ones."""
+def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data_cfg: Any, *, max_tokens: int,
+                        max_examples: int, num_workers: int = 1, seed: int = 0) -> PreparedData:
+    """Tokenise ``rows`` with Ray Data, count ok / truncated / dropped, and batch the trainable ones by token budget."""
     import ray
+
+    from squeez_ray.train.batching import BatchPlanError, padded_tokens, plan_token_batches
 
     items = [training_row(r) for r in rows]
     random.Random(data_cfg.shuffle_seed).shuffle(items)
@@ -246,6 +251,18 @@ def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data
         raise TrainDataError(f"no training example fits max_seq_length={data_cfg.max_seq_length}")
     from ray.data.expressions import col
 
-    dataset = tokenized.filter(expr=col("status") != "dropped").select_columns(
-        ["input_ids", "prompt_len"]).materialize()
-    return PreparedData(dataset, counts)
+    # The ids come to the driver once (no larger than the raw rows already here) to be planned into
+    # batches; each batch is then one dataset row, so Ray's equal split hands out whole batches.
+    examples = tokenized.filter(expr=col("status") != "dropped").select_columns(["input_ids", "prompt_len"]).take_all()
+    lengths = [len(e["input_ids"]) for e in examples]
+    try:
+        plan = plan_token_batches(lengths, max_tokens=max_tokens, max_examples=max_examples, seed=seed,
+                                  num_workers=num_workers)
+    except BatchPlanError as error:
+        raise TrainDataError(str(error)) from None
+    batch_rows = [{"input_ids": [[int(t) for t in examples[i]["input_ids"]] for i in batch],
+                   "prompt_len": [int(examples[i]["prompt_len"]) for i in batch]} for batch in plan]
+    counts.update(batches=len(plan), batched_examples=sum(len(b) for b in plan),
+                  padded_tokens=sum(padded_tokens(b, lengths) for b in plan))
+    dataset = ray.data.from_items(batch_rows).materialize()
+    return PreparedData(dataset, counts, len(plan) // num_workers)

@@ -9,7 +9,6 @@ checkpoint folders (rank 0's adapter + optimiser, every rank's RNG state / ZeRO 
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import math
@@ -25,37 +24,28 @@ log = logging.getLogger(__name__)
 METADATA_FILE = "squeez_train.json"  # written into every checkpoint: what merge / serve / eval read
 
 
-def batches_per_epoch(n_examples: int, num_workers: int, batch_size: int) -> int:
-    """Batches one worker sees per epoch: Ray splits the set equally, so each worker gets n // workers rows."""
-    per_worker = n_examples // num_workers
-    if per_worker < 1:
-        raise ValueError(f"{n_examples} training examples cannot be split across {num_workers} workers")
-    return math.ceil(per_worker / batch_size)
-
-
 def _shard_dataset_class():
     from torch.utils.data import IterableDataset
 
     class ShardBatches(IterableDataset):
-        """One epoch of a worker's Ray Data shard as padded batches, with a known length.
+        """One epoch of a worker's Ray Data shard, whose rows are whole token-budget batches, with a known length.
 
         The length lets the HF Trainer count epochs (and fire epoch-end evaluation and saves) as it
-        does for a map-style dataset; extra batches are consumed but not yielded, so every worker
+        does for a map-style dataset; extra rows are consumed but not yielded, so every worker
         drains its split and the streaming split stays in step.
         """
 
-        def __init__(self, shard: Any, batch_size: int, n_batches: int, pad_id: int):
-            self.shard, self.batch_size, self.n_batches, self.pad_id = shard, batch_size, n_batches, pad_id
+        def __init__(self, shard: Any, n_batches: int, pad_id: int):
+            self.shard, self.n_batches, self.pad_id = shard, n_batches, pad_id
 
         def __len__(self) -> int:
             return self.n_batches
 
         def __iter__(self):
-            batches = self.shard.iter_torch_batches(batch_size=self.batch_size, drop_last=False,
-                                                    collate_fn=functools.partial(collate, pad_id=self.pad_id))
-            for i, batch in enumerate(batches):
+            for i, row in enumerate(self.shard.iter_rows()):
                 if i < self.n_batches:
-                    yield batch
+                    yield collate({"input_ids": list(row["input_ids"]), "prompt_len": list(row["prompt_len"])},
+                                  pad_id=self.pad_id)
 
     return ShardBatches
 
@@ -64,17 +54,36 @@ def _trainer_class():
     from torch.utils.data import DataLoader
     from transformers import Trainer
 
+    from squeez_ray.train.loss import response_only_forward
+
     class ShardTrainer(Trainer):
+        # The loss below is normalised over the whole accumulated batch (num_items_in_batch).
+        loss_is_scaled_for_ga = True
+
         # Ray already shards and batches the data: no sampler, no accelerate re-sharding.
         def get_train_dataloader(self) -> DataLoader:
             return DataLoader(self.train_dataset, batch_size=None)
 
+        def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+            """Response-only loss (squeez_ray.train.loss): the head runs on response positions only.
+
+            Normalised as the stock causal-LM loss is: summed token losses over the label tokens of
+            the whole accumulated batch on every device (DDP averages gradients, hence x processes).
+            """
+            total, count = response_only_forward(model, inputs)
+            if num_items_in_batch is None:
+                loss = total / max(count, 1) / self.current_gradient_accumulation_steps
+            else:
+                loss = total / num_items_in_batch
+                if self.args.average_tokens_across_devices:
+                    loss = loss * self.accelerator.num_processes
+            return (loss, None) if return_outputs else loss
+
     return ShardTrainer
 
 
-def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
+def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str, Any]] | None, cfg: Any,
                tokenizer: Any, fail_at_step: int, steps_per_epoch: int, resumed: bool, progress: bool = False):
-    import ray.train
     from transformers import TrainerCallback
 
     shared: dict[str, Any] = {"eval": {}, "latest": {}}
@@ -91,25 +100,27 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
             now, tokens = time.perf_counter(), state.num_input_tokens_seen
             metrics = {k: v for k, v in (logs or {}).items() if isinstance(v, (int, float))}
             metrics.update(step=state.global_step, epoch=state.epoch or 0.0, num_input_tokens_seen=tokens)
+            from squeez_ray.train.peak import process_peak_bytes
+
+            metrics["peak_memory_bytes"] = process_peak_bytes()  # compared with jobs/train.py --plan
             if "loss" in metrics:  # a training-step log (not the end-of-run summary): throughput since the last one
                 elapsed = now - self.mark[0]
                 metrics["tokens_per_s"] = (tokens - self.mark[1]) / elapsed if elapsed > 0 else 0.0
                 self.mark = (now, tokens)
-                if progress and rank == 0:  # the driver is a terminal: a line a person can watch
+                if progress and session.rank == 0:  # the driver is a terminal: a line a person can watch
                     print(f"train: step {state.global_step}/{state.max_steps}, loss {metrics['loss']:.4f}, "
                           f"{metrics['tokens_per_s']:.0f} tokens/s, epoch {metrics['epoch']:.2f}", flush=True)
             shared["latest"] = {**shared["latest"], **metrics}
-            ray.train.report({**shared["latest"], **shared["eval"]})
+            session.report({**shared["latest"], **shared["eval"]})
 
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-            if rank == 0:
+            if session.rank == 0:
                 (folder / METADATA_FILE).write_text(json.dumps({**metadata, "global_step": state.global_step}, indent=2))
-            checkpoint = ray.train.Checkpoint.from_directory(str(folder)) if folder.is_dir() else None
             metrics = {**shared["latest"], **shared["eval"], "step": state.global_step}
             # Unique per step, so a resumed run never overwrites an earlier checkpoint.
-            ray.train.report(metrics, checkpoint=checkpoint, checkpoint_dir_name=f"checkpoint_{state.global_step:06d}",
-                             delete_local_checkpoint_after_upload=True)
+            session.report(metrics, folder=str(folder) if folder.is_dir() else None,
+                           name=f"checkpoint_{state.global_step:06d}")
             self.mark = (time.perf_counter(), state.num_input_tokens_seen)  # saving is not training time
 
     class EpochEval(TrainerCallback):
@@ -144,7 +155,7 @@ def _callbacks(rank: int, metadata: dict[str, Any], eval_rows: list[dict[str, An
                 raise RuntimeError(f"debug_fail_at_step={fail_at_step}: injected failure")
 
     callbacks = [ReportToRay()]
-    if rank == 0 and eval_rows:
+    if session.rank == 0 and eval_rows:
         callbacks.insert(0, EpochEval())
     if fail_at_step > 0:
         callbacks.append(FailOnce())
@@ -173,25 +184,32 @@ def training_arguments(cfg: Any, output_dir: str, *, world_size: int, deepspeed:
 
 
 def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
-    """Runs on every Ray Train worker. ``loop_config``: config, base, n_batches, metadata, eval_rows."""
-    import ray.train
+    """Runs on every Ray Train worker, or in-process with ``loop_config["session"]`` (a LocalSession).
 
+    ``loop_config``: config, base, n_batches, metadata, eval_rows, deepspeed, session. Returns nothing:
+    Ray Train serialises a worker's return value, and results go through the session's reports.
+    """
+    from squeez_ray.train.kernels import warn_if_slow_kernels
     from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer
 
     cfg = loop_config["config"]
-    context = ray.train.get_context()
-    rank, world = context.get_world_rank(), context.get_world_size()
+    session = loop_config.get("session")
+    if session is None:
+        from squeez_ray.train.session import RaySession
+
+        session = RaySession()
     tokenizer = load_tokenizer(loop_config["base"])
     model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
                        gradient_checkpointing=cfg.model.gradient_checkpointing)
-    dataset = _shard_dataset_class()(ray.train.get_dataset_shard("train"), cfg.train.per_device_batch_size,
-                                     loop_config["n_batches"], tokenizer.pad_token_id)
-    output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{rank}-")
-    checkpoint = ray.train.get_checkpoint()
+    warn_if_slow_kernels(model, use_gpu=cfg.scaling.use_gpu and not cfg.train.use_cpu)
+    dataset = _shard_dataset_class()(session.dataset_shard(), loop_config["n_batches"], tokenizer.pad_token_id)
+    output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{session.rank}-")
+    checkpoint = session.checkpoint()
     trainer = _trainer_class()(
-        model=model, args=training_arguments(cfg, output_dir, world_size=world, deepspeed=loop_config.get("deepspeed")),
+        model=model, args=training_arguments(cfg, output_dir, world_size=session.world,
+                                             deepspeed=loop_config.get("deepspeed")),
         train_dataset=dataset,
-        callbacks=_callbacks(rank, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
+        callbacks=_callbacks(session, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
                              cfg.train.debug_fail_at_step,
                              steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps),
                              resumed=checkpoint is not None, progress=bool(loop_config.get("progress"))))
@@ -200,5 +218,5 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         return
     # Keep the folder open for the whole run: for cloud storage it is a temporary download.
     with checkpoint.as_directory() as folder:
-        log.info("rank %d resuming from %s", rank, folder)
+        log.info("rank %d resuming from %s", session.rank, folder)
         trainer.train(resume_from_checkpoint=folder)

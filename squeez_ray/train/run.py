@@ -57,6 +57,18 @@ def check_inputs(config: TrainConfig) -> None:
         raise TrainJobError("cannot start training:\n  - " + "\n  - ".join(problems))
 
 
+def _check_shared_storage(storage_path: str) -> None:
+    """Before any worker starts: a multi-node cluster needs storage every node sees."""
+    import ray
+
+    from squeez_ray.train.storage import multinode_storage_problem
+
+    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
+    problem = multinode_storage_problem(storage_path, nodes)
+    if problem:
+        raise TrainJobError("cannot start training:\n  - " + problem)
+
+
 def _eval_sample(config: TrainConfig) -> list[dict[str, Any]] | None:
     from squeez_ray.train.data import load_rows
     from squeez_ray.train.evaluate import eval_row
@@ -75,11 +87,12 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.train.data import build_train_dataset, load_rows
-    from squeez_ray.train.loop import batches_per_epoch, train_loop_per_worker
+    from squeez_ray.train.loop import train_loop_per_worker
     from squeez_ray.train.model import resolve_base
 
     check_inputs(config)
     init_ray(log_to_driver=True)  # workers' training logs are the job's progress
+    _check_shared_storage(config.run.storage_path)
     storage = config.run.storage_path if _is_uri(config.run.storage_path) else str(Path(config.run.storage_path).resolve())
     run_dir = f"{storage.rstrip('/')}/{config.run.name}"
     local_run_dir = None if _is_uri(storage) else Path(run_dir)
@@ -89,9 +102,10 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     started = time.time()
     base = resolve_base(config.model, local_run_dir or Path("."))
     rows = load_rows(config.data.train_path, config.data.train_split, what="data.train_path")
-    prepared = build_train_dataset(rows, base, config.data)
-    n_batches = batches_per_epoch(prepared.counts["train_examples"], config.scaling.num_workers,
-                                  config.train.per_device_batch_size)
+    prepared = build_train_dataset(rows, base, config.data, max_tokens=config.token_budget(),
+                                   max_examples=config.train.per_device_batch_size,
+                                   num_workers=config.scaling.num_workers, seed=config.train.seed)
+    n_batches = prepared.batches_per_worker
     system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
     metadata = {
         "base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,

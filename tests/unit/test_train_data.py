@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from squeez_ray.infer.prompt import render_prompt, render_target
+from squeez_ray.prompt import render_prompt, render_target
 from squeez_ray.schema import read_examples
-from squeez_ray.train.data import IGNORE_INDEX, collate, encode_example, training_row, warn_without_chatml_tokens
-from squeez_ray.train.loop import batches_per_epoch
+from squeez_ray.train.data import (IGNORE_INDEX, collate, encode_example, training_row,
+                                   warn_without_chatml_tokens)
 from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
 
@@ -16,7 +16,7 @@ from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 def tokenizer(tmp_path_factory):
     from transformers import AutoTokenizer
 
-    from squeez_ray.testing.tiny import save_tiny_tokenizer
+    from squeez_ray.train.tiny import save_tiny_tokenizer
 
     folder = tmp_path_factory.mktemp("tok")
     save_tiny_tokenizer(folder)
@@ -95,14 +95,6 @@ def test_negative_examples_truncate_to_a_window_too(tokenizer):
     enc = encode_example(tokenizer, row, max_seq_length=400)
     assert enc.status == "truncated" and len(enc.input_ids) <= 400
     assert tokenizer.decode(enc.input_ids[enc.prompt_len:]) == render_target([]) + "<|im_end|>"
-
-
-def test_batches_per_epoch_follows_the_equal_split():
-    assert batches_per_epoch(96, 2, 4) == 12
-    assert batches_per_epoch(97, 2, 4) == 12  # Ray's equal split drops the odd row
-    assert batches_per_epoch(10, 1, 4) == 3
-    with pytest.raises(ValueError, match="cannot be split"):
-        batches_per_epoch(1, 2, 4)
 
 
 def test_synthetic_rows_are_valid_project_rows(tmp_path):
