@@ -81,6 +81,15 @@ def build_dataset(config: BuildConfig) -> dict[str, Any]:
     return build_from_examples(examples, config, inputs=list(config.inputs), fingerprint=fingerprint)
 
 
+def previous_splits(manifest_path: str | Path) -> dict[str, str]:
+    """group -> split recorded by an earlier build's manifest.json ({} when there is none)."""
+    path = Path(manifest_path)
+    if not path.is_file():
+        return {}
+    groups = json.loads(path.read_text()).get("counts", {}).get("groups", {})
+    return {group: split for split, names in groups.items() for group in names}
+
+
 def unique_instance_ids(examples: Sequence[dict[str, Any]]) -> int:
     """Give every example its own ``instance_id``; returns how many were renamed.
 
@@ -109,8 +118,10 @@ def unique_instance_ids(examples: Sequence[dict[str, Any]]) -> int:
 
 def build_from_examples(examples: Sequence[Mapping[str, Any]], config: BuildConfig, *, inputs: list[str] | None = None,
                         fingerprint: str | None = None, extra_manifest: Mapping[str, Any] | None = None,
-                        ) -> dict[str, Any]:
-    """QA -> split by group -> negatives per split -> QA on negatives -> write; returns the manifest."""
+                        pinned_splits: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """QA -> split by group -> negatives per split -> QA on negatives -> write; returns the manifest.
+
+    ``pinned_splits`` (group -> split, e.g. ``previous_splits(manifest)``) keeps known groups in place."""
     from squeez_ray.schema import write_examples
 
     started = time.time()
@@ -119,7 +130,7 @@ def build_from_examples(examples: Sequence[Mapping[str, Any]], config: BuildConf
         example["split_group_id"] = group_of(example)
     unique_instance_ids(kept)  # after grouping: an instance's examples stay in one split
     sizes = Counter(e["split_group_id"] for e in kept)
-    split_of = assign_splits(sizes, config.ratios, config.seed) if sizes else {}
+    split_of = assign_splits(sizes, config.ratios, config.seed, pinned=pinned_splits) if sizes else {}
     by_split: dict[str, list[dict[str, Any]]] = {s: [] for s in SPLITS}
     for example in kept:
         example["split"] = split_of[example["split_group_id"]]

@@ -38,21 +38,30 @@ def check_ratios(ratios: Mapping[str, float]) -> list[str]:
     return problems
 
 
-def assign_splits(group_sizes: Mapping[str, int], ratios: Mapping[str, float], seed: int = 0) -> dict[str, str]:
-    """group -> split. ``group_sizes`` counts examples per group; ``ratios`` maps split -> share."""
+def assign_splits(group_sizes: Mapping[str, int], ratios: Mapping[str, float], seed: int = 0,
+                  pinned: Mapping[str, str] | None = None) -> dict[str, str]:
+    """group -> split. ``group_sizes`` counts examples per group; ``ratios`` maps split -> share.
+
+    ``pinned`` (group -> split) keeps groups where an earlier build put them, so a growing dataset
+    never moves a source between splits (a model trained on the old train split must not find its
+    sources in the new test split); only new groups are placed, toward the ratios.
+    """
     problems = check_ratios(ratios)
     if problems:
         raise ValueError("; ".join(problems))
     active = [s for s in SPLITS if ratios.get(s, 0) > 0]
-    order = sorted(group_sizes, key=lambda g: _rank(g, seed))
-    assigned: dict[str, str] = {}
+    assigned = {g: split for g, split in (pinned or {}).items() if g in group_sizes and split in SPLITS}
+    order = sorted((g for g in group_sizes if g not in assigned), key=lambda g: _rank(g, seed))
     filled = dict.fromkeys(active, 0)
+    for group, split in assigned.items():
+        filled[split] = filled.get(split, 0) + group_sizes[group]
     total = sum(group_sizes.values()) or 1
     # First give each active split one group (smallest ratio first), so small sets still get dev/test.
     # The seed group is the first (in hash order) that fits the split's target, so one big
     # repository does not land in test just because it hashed first.
-    if len(order) >= len(active):
-        for split in sorted(active, key=lambda s: ratios[s]):
+    empty = [s for s in active if not filled[s]]
+    if len(order) >= len(empty):
+        for split in sorted(empty, key=lambda s: ratios[s]):
             fits = [g for g in order if group_sizes[g] <= ratios[split] * total]
             group = fits[0] if fits else min(order, key=lambda g: (group_sizes[g], order.index(g)))
             order.remove(group)

@@ -6,8 +6,8 @@
    files this is the dataset's source of truth, so a fresh clone rebuilds it without the pool;
 3. ``jobs/label.py``'s pipeline runs with the file teacher (pass A labels become examples; pass B is
    the blind second labelling, kept for agreement only);
-4. ``build_from_examples`` QA's and splits by source (one package or repository = one group) and
-   writes ``OUT/{train,dev,test}.parquet``, ``stats.md`` and ``manifest.json``.
+4. ``build_from_examples`` QA's and splits by source (one package or repository = one group; a
+   source keeps the split the previous ``OUT/manifest.json`` gave it) and writes ``OUT/{train,dev,test}.parquet``, ``stats.md`` and ``manifest.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ SOURCE = "hand"
 
 def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Sequence[str | Path], out: str | Path,
                  *, strict: bool = True, seed: int = 0, ray_address: str | None = None) -> dict[str, Any]:
-    from squeez_ray.dataset.build import BuildConfig, build_from_examples
+    from squeez_ray.dataset.build import BuildConfig, build_from_examples, previous_splits
     from squeez_ray.dataset.qa import QAConfig
     from squeez_ray.handlabel.labels import check_label_files
     from squeez_ray.handlabel.pool import read_pool, write_pool
@@ -33,6 +33,9 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
     from squeez_ray.schema import read_examples
 
     out = Path(out)
+    # Sources keep the split an earlier merge gave them: growing the set never moves a source
+    # from train into dev/test (or back), so earlier checkpoints stay comparable on dev and test.
+    pinned = previous_splits(out / "manifest.json")
     pool = read_pool(pool_paths)
     good, problems = check_label_files(label_files, pool)
     summary: dict[str, Any] = {"label_rows_ok": len(good), "problems": [str(p) for p in problems[:50]],
@@ -52,7 +55,7 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
         examples = read_examples(Path(tmp) / "labelled")
     build = BuildConfig(output_dir=str(out), seed=seed, negatives_share=0.0, overwrite=True,
                         qa=QAConfig(min_output_lines=5, max_relevant_share=0.5))
-    manifest = build_from_examples(examples, build, inputs=files,
+    manifest = build_from_examples(examples, build, inputs=files, pinned_splits=pinned,
                                    extra_manifest={"pool_outputs": len(pool), "labelled_outputs": len(used),
                                                    "label_pipeline": label_manifest["counts"],
                                                    "label_drops": label_manifest["dropped"]})

@@ -101,3 +101,24 @@ def test_runs_of_one_instance_get_their_own_ids_and_stay_in_one_split(tmp_path):
     for split, rows_ in written.items():
         for r in rows_:
             assert split_of_instance.setdefault(r["instance_id"].split("#")[0], split) == split
+
+
+def test_a_grown_set_keeps_every_source_in_its_earlier_split(tmp_path):
+    # Without pinning, adding examples reshuffles groups toward the ratios, moving sources a model
+    # was trained on into test. With the earlier manifest's groups pinned, only new groups are placed.
+    from squeez_ray.dataset.build import previous_splits
+
+    build_from_examples(examples(n_repos=12), BuildConfig(output_dir=str(tmp_path / "v1"), negatives_share=0.0))
+    before = previous_splits(tmp_path / "v1" / "manifest.json")
+    assert set(before.values()) == {"train", "dev", "test"}
+    grown = examples(n_repos=12, per_repo=8) + examples(n_repos=16, per_repo=30)[12 * 30:]  # 4 new repos
+    grown += [dict(r, instance_id=r["instance_id"] + "-more") for r in examples(n_repos=3, per_repo=40)]
+    build_from_examples([dict(r) for r in grown], BuildConfig(output_dir=str(tmp_path / "free"),
+                                                         negatives_share=0.0))
+    moved = {g for g, s in previous_splits(tmp_path / "free" / "manifest.json").items() if before.get(g, s) != s}
+    assert moved, "the scenario must move a group without pinning, or it tests nothing"
+    build_from_examples([dict(r) for r in grown], BuildConfig(output_dir=str(tmp_path / "v2"), negatives_share=0.0),
+                        pinned_splits=before)
+    after = previous_splits(tmp_path / "v2" / "manifest.json")
+    assert {g: after[g] for g in before} == before
+    assert set(after) - set(before) == {f"repo:org/repo{r}" for r in range(12, 16)}
