@@ -70,11 +70,12 @@ def test_checkpoint_round_trip_and_backend_returns_only_input_lines(tiny_encoder
     assert empty.pruned and empty.kept_lines == 0 and empty.spans == [] and empty.text == ""
 
 
-def test_backend_without_model_says_how_to_configure():
+def test_backend_with_a_missing_model_dir_names_it(tmp_path):
+    # (No --model at all means the shipped default: tests/integration/test_encoder_onnx.py.)
     from squeez_ray.backends import build_pruner
 
-    with pytest.raises(ValueError, match="--model DIR"):
-        build_pruner("encoder")
+    with pytest.raises(FileNotFoundError, match="no-such-dir does not exist"):
+        build_pruner("encoder", model=str(tmp_path / "no-such-dir"))
 
 
 def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tmp_path):
