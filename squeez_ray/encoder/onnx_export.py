@@ -74,10 +74,11 @@ def export_fp32(model: Any, path: Path) -> None:
 def quantize_int8(fp32_path: Path, int8_path: Path) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    # Per-channel int8 weights of the MatMuls (the encoder's weight bytes); activations are quantised
-    # per batch at run time, so no calibration data is needed.
+    # Per-channel int8 weights of the MatMuls (the encoder's compute); activations are quantised per
+    # batch at run time, so no calibration data is needed. Gather too: the word embedding is half of
+    # MiniLM's weights (30522 x 384), and left in fp32 it keeps the file at 59 MB instead of ~23 MB.
     quantize_dynamic(str(fp32_path), str(int8_path), weight_type=QuantType.QInt8, per_channel=True,
-                     op_types_to_quantize=["MatMul", "Gemm"])
+                     op_types_to_quantize=["MatMul", "Gemm", "Gather"])
 
 
 def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, *, int8: bool = True,
