@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-torch-eval", action="store_true", help="skip the torch row of --eval-data")
     parser.add_argument("--ship", action="store_true", help="install the export as the package's default model")
     parser.add_argument("--ship-dir", help="install somewhere else than squeez_ray/models/default")
+    parser.add_argument("--description", help="one paragraph for the model card: lineage, what it is for")
     args = parser.parse_args(argv)
 
     from squeez_ray.encoder import ship
@@ -45,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             (Path(args.out) / "quality.json").write_text(json.dumps(quality, indent=2) + "\n")
         if args.ship:
             variant = ship.pick_variant(quality or {"onnx-int8": {}})
-            card = ship.model_card(Path(args.out), checkpoint, variant, quality, args.eval_data)
+            card = ship.model_card(Path(args.out), checkpoint, variant, quality, args.eval_data, args.description)
             target = Path(args.ship_dir) if args.ship_dir else DEFAULT_MODEL_DIR
             info["shipped"] = {"dir": str(target), "variant": variant, "files": ship.install(Path(args.out), target,
                                                                                             variant, card)}

@@ -56,13 +56,13 @@ def pick_variant(quality: Mapping[str, Any]) -> str:
 
 
 def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mapping[str, Any] | None,
-               eval_data: str | None) -> dict[str, Any]:
+               eval_data: str | None, description: str | None = None) -> dict[str, Any]:
     manifest_path = checkpoint / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     config = manifest.get("config", {})
     calibration = manifest.get("calibration", {})
     return {
-        "name": checkpoint.name, "kind": "squeez-encoder-onnx", "variant": variant,
+        "name": checkpoint.name, "kind": "squeez-encoder-onnx", "variant": variant, "description": description,
         "architecture": "BERT-style encoder + linear line head (mean of each line's tokens and its closing [SEP])",
         "base_model": manifest.get("base_model"), "git_revision": manifest.get("git_revision"),
         "training_data": {"train": config.get("train_data"), "dev": config.get("dev_data"),
