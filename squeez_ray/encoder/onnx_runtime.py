@@ -61,6 +61,9 @@ def load_onnx_encoder(model_dir: str | Path, *, dtype: str | None = None, thread
     if threads:
         options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Idle pool threads sleep instead of spinning: `squeez` runs beside an agent, its tools and other
+    # replicas, and spinning threads there steal the cores the next forward pass needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = ort.InferenceSession(str(onnx_file(directory, dtype)), options, providers=["CPUExecutionProvider"])
     return session, tokenizer, settings
 
