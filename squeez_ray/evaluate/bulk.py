@@ -16,11 +16,11 @@ implementation) and shipped to the actors as JSON strings, which keeps nested fi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import sys
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -71,7 +71,10 @@ class SystemWorker:
         rows = [score_row(e, r, system=self.spec.label, example_index=i, count_tokens=self.count_tokens)
                 for e, r, i in zip(examples, results, indices)]
         lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        write_text_atomic(self.parts_dir / f"part-{min(indices):08d}-{uuid.uuid4().hex[:8]}.jsonl", lines)
+        # Named after the batch's examples: a batch Ray runs again (its actor died with its node after
+        # saving) rewrites its own part instead of storing the rows a second time.
+        digest = hashlib.sha1(",".join(map(str, sorted(indices))).encode()).hexdigest()[:12]
+        write_text_atomic(self.parts_dir / f"part-{min(indices):08d}-{digest}.jsonl", lines)
         return {"example_index": indices}
 
 
