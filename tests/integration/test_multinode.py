@@ -74,7 +74,7 @@ class TwoNodes:
                 record["nodes"] = nodes
                 self.cluster.remove_node(worker, allow_graceful=False)
                 record["killed"] = True
-            except Exception as error:  # reported by the test, not lost in a thread
+            except Exception as error:  # noqa: BLE001 - reported by the test, not lost in a thread
                 record["error"] = repr(error)
 
         self.worker = None
@@ -206,7 +206,11 @@ def test_bulk_evaluation_survives_losing_a_node(two_nodes, public_cases_path, tm
 
 def test_reprune_survives_losing_a_node(two_nodes, trajectories_dir, tmp_path):
     from squeez_ray.backends import BackendOptions
-    from squeez_ray.trajectories.pipeline import REPORT_FILES, RepruneConfig, run_reprune
+    from squeez_ray.trajectories.pipeline import (
+        REPORT_FILES,
+        RepruneConfig,
+        run_reprune,
+    )
     from squeez_ray.trajectories.process import STATE_DIR, RepruneSettings
 
     def reprune(out):
@@ -269,7 +273,7 @@ def test_training_resumes_from_the_shared_checkpoint_after_losing_a_node(two_nod
     def train():
         try:
             result["outcome"] = run_training(config)
-        except BaseException as error:  # re-raised below, on the test's thread
+        except BaseException as error:  # noqa: BLE001 - re-raised below, on the test's thread
             result["error"] = error
 
     job = threading.Thread(target=train, daemon=True)
