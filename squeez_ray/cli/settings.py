@@ -31,13 +31,15 @@ from squeez_ray.infer.registry import BACKENDS, BackendOptions
 # Backends that need a local checkpoint, and those that need a server.
 MODEL_BACKENDS = ("vllm", "transformers", "encoder")
 SERVER_BACKENDS = ("openai", "server")
+# With no backend, model or server configured: the encoder shipped in the package (squeez_ray/models/default).
+DEFAULT_BACKEND = "encoder"
 
 
 @dataclasses.dataclass
 class CommandSettings:
     """The command's own knobs (the backend's knobs are BackendOptions fields, merged in below)."""
 
-    backend: str | None = None  # None: nothing configured, the command explains how to configure one
+    backend: str | None = None  # None: the shipped encoder when no model / server is set, else explain
     line_numbers: bool = False
     markers: bool = False
     strict: bool = False  # backend error / timeout -> exit 1 instead of passing the output through
@@ -148,6 +150,10 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     problems = settings.validate()
     if problems:
         raise ConfigError(problems)
+    # Nothing configured at all: the encoder shipped in the package (ONNX, no torch). A model or a
+    # server set without a backend stays an error: which backend it is meant for is ambiguous.
+    if settings.backend is None and not settings.model and not settings.server_url:
+        settings.backend = DEFAULT_BACKEND
     return settings
 
 
@@ -223,6 +229,8 @@ def missing_model_message(settings: Any) -> str | None:
             hint = " (a server URL is set: add --backend openai or --backend server)"
         return ("no backend configured" + hint + ". Choose one:\n" + CONFIGURE_HELP)
     if backend in MODEL_BACKENDS:
+        if not settings.model and backend == DEFAULT_BACKEND:
+            return None  # the shipped default model
         if not settings.model:
             return (f"backend {backend!r} needs a checkpoint directory: pass --model DIR or set SQUEEZ_MODEL "
                     f"(or 'model:' in the config file). Without a model, use --backend bm25.")
@@ -244,6 +252,8 @@ CONFIGURE_HELP = """\
   --backend openai --server-url URL --server-model NAME
                                         an OpenAI-compatible server (e.g. vLLM) serving the checkpoint
   --backend server --server-url URL     a squeez Serve endpoint (POST /v1/prune)
+  --backend encoder [--model DIR]       the CPU line classifier (default when nothing is configured: the
+                                        model shipped with squeez-ray); DIR: jobs/export_encoder.py output
   --backend bm25                        a lexical baseline: no model, much weaker recall
 Or set SQUEEZ_BACKEND / SQUEEZ_MODEL / SQUEEZ_SERVER_URL, or the same keys (backend, model,
 server_url, ...) in ~/.config/squeez/config.yaml (or the file named by $SQUEEZ_CONFIG)."""

@@ -26,6 +26,9 @@ class EncoderSettings:
     base_model: str = ""
     calibration: dict[str, Any] = field(default_factory=dict)  # target recall and what dev showed
     training: dict[str, Any] = field(default_factory=dict)
+    # cls / sep / pad token ids, recorded at ONNX export: the torch-free runtime reads tokenizer.json
+    # with `tokenizers` alone, which does not know which tokens a model uses as CLS and SEP.
+    special_ids: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,10 +67,15 @@ def build_line_scorer(encoder: Any):
             self.head = nn.Sequential(nn.Dropout(0.1), nn.Linear(encoder.config.hidden_size, 1))
 
         def forward(self, input_ids, attention_mask, token_type_ids, line_of_token, n_lines: int):
+            lines = torch.arange(n_lines, device=input_ids.device)
+            return self.line_logits(input_ids, attention_mask, token_type_ids, line_of_token, lines)
+
+        def line_logits(self, input_ids, attention_mask, token_type_ids, line_of_token, lines):
+            """Logits of the window lines numbered in ``lines`` (a 1-D tensor: the ONNX graph takes it
+            as an input, so its length is a dynamic axis instead of a Python int baked into the graph)."""
             kwargs = {"token_type_ids": token_type_ids} if self.use_token_types else {}
             states = self.encoder(input_ids=input_ids, attention_mask=attention_mask, **kwargs).last_hidden_state
             # (B, L, T) membership of each token in each line, then a masked mean over tokens.
-            lines = torch.arange(n_lines, device=input_ids.device)
             member = (line_of_token.unsqueeze(1) == lines.view(1, -1, 1)).to(states.dtype)
             pooled = member @ states / member.sum(-1, keepdim=True).clamp(min=1)
             return self.head(pooled).squeeze(-1)  # (B, L) logits; rows past a window's n_lines are junk

@@ -1,4 +1,11 @@
-"""The encoder as a backend: ``squeez --backend encoder --model DIR`` and everywhere else a backend goes."""
+"""The encoder as a backend: ``squeez --backend encoder --model DIR`` and everywhere else a backend goes.
+
+One backend name, two runtimes, chosen by what the directory holds: ``model.int8.onnx`` /
+``model.onnx`` (from ``jobs/export_encoder.py``, or written by training) run on ONNX Runtime without
+torch (``onnx_runtime``); a checkpoint without them runs on torch + transformers. No ``--model`` at
+all means the model shipped inside the package (``squeez_ray/models/default``). Both runtimes share
+windowing, scoring, calibration and gap bridging; only the forward pass differs.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +13,43 @@ import time
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
+
 from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.spans import spans_from_line_numbers
 
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "default"
 
-class EncoderPruner(Pruner):
+
+class ScoringPruner(Pruner):
+    """Scores -> kept lines (threshold, gap bridging) -> results; subclasses supply ``score``."""
+
+    name = "encoder"
+    threshold = 0.5
+    settings = None
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        raise NotImplementedError
+
+    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        from squeez_ray.encoder.scoring import select_lines
+
+        started = time.perf_counter()
+        all_scores = self.score([(r.query, r.tool_output) for r in requests])
+        per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
+        results = []
+        for request, scores in zip(requests, all_scores):
+            kept = select_lines(scores, self.threshold, self.settings.bridge_gap)
+            results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
+                                       render_options=render_options, latency_ms=per_item_ms,
+                                       reason=None if kept else "no line scored above the threshold"))
+        return results
+
+
+class EncoderPruner(ScoringPruner):
+    """The torch runtime (training checkpoints without an ONNX export; GPUs)."""
+
     def __init__(self, model_dir: str | Path, *, device: str | None = None, dtype: str | None = None,
                  threshold: float | None = None, tokens_per_batch: int = 8192, threads: int | None = None):
         import torch
@@ -29,28 +67,36 @@ class EncoderPruner(Pruner):
         self.tokens_per_batch = tokens_per_batch
         self.name = f"encoder:{Path(model_dir).name}"
 
-    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        from squeez_ray.encoder.scoring import score_lines, select_lines
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        from squeez_ray.encoder.scoring import score_lines
 
-        started = time.perf_counter()
-        all_scores = score_lines(self.model, self.tokenizer, self.settings.window,
-                                 [(r.query, r.tool_output) for r in requests],
-                                 tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
-        per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
-        results = []
-        for request, scores in zip(requests, all_scores):
-            kept = select_lines(scores, self.threshold, self.settings.bridge_gap)
-            results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
-                                       render_options=render_options, latency_ms=per_item_ms,
-                                       reason=None if kept else "no line scored above the threshold"))
-        return results
+        return score_lines(self.model, self.tokenizer, self.settings.window, pairs,
+                           tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
 
 
-def build_encoder(options: BackendOptions) -> EncoderPruner:
-    if not options.model:
-        raise ValueError("the encoder backend needs --model DIR: a checkpoint from jobs/train_encoder.py "
-                         "(or set SQUEEZ_MODEL); for a model-free pruner use --backend bm25")
+def resolve_model_dir(model: str | None) -> Path:
+    """The directory the encoder backend loads: ``model`` (a directory or a hub id), else the shipped default."""
+    if not model:
+        if not DEFAULT_MODEL_DIR.is_dir():
+            raise FileNotFoundError(f"the shipped default encoder is missing from {DEFAULT_MODEL_DIR}: "
+                                    "reinstall squeez-ray, or pass --model DIR")
+        return DEFAULT_MODEL_DIR
     from squeez_ray.hub import resolve_model
 
-    return EncoderPruner(resolve_model(options.model, what="--model"), device=options.device, dtype=options.dtype, threshold=options.threshold,
-                         **{k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")})
+    return Path(resolve_model(model, what="--model"))
+
+
+def build_encoder(options: BackendOptions) -> ScoringPruner:
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner, has_onnx
+
+    model_dir = resolve_model_dir(options.model)
+    engine = {k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")}
+    runtime = options.engine_kwargs.get("runtime")  # "onnx" / "torch" to force one; None: by the files
+    if runtime not in (None, "onnx", "torch"):
+        raise ValueError(f"engine_kwargs.runtime must be onnx or torch, not {runtime!r}")
+    if runtime == "onnx" or runtime is None and has_onnx(model_dir):
+        # bfloat16 is a torch setting (serve configs carry it): on ONNX it means the default file.
+        dtype = None if options.dtype in ("bfloat16", "bf16") else options.dtype
+        name = "encoder:default" if not options.model else None
+        return OnnxEncoderPruner(model_dir, dtype=dtype, threshold=options.threshold, name=name, **engine)
+    return EncoderPruner(model_dir, device=options.device, dtype=options.dtype, threshold=options.threshold, **engine)

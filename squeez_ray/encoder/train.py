@@ -59,6 +59,9 @@ class EncoderTrainConfig:
     max_steps: int = -1  # debug knob: stop after this many steps per epoch (-1: whole epoch)
     log_every: int = 10  # steps between progress lines
     seed: int = 0  # seeds weights of the head, sampling and data order
+    # Add model.onnx / model.int8.onnx to the checkpoint (encoder_onnx.export_into_checkpoint): the
+    # `encoder` backend then runs it on ONNX Runtime, without torch (ENCODER.md, "Runtimes").
+    export_onnx: bool = True
 
     def validate(self) -> list[str]:
         problems = []
@@ -255,6 +258,11 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     if output.exists():
         shutil.rmtree(output)
     staging.rename(output)
+    if cfg.export_onnx:
+        from squeez_ray.encoder.onnx_export import export_into_checkpoint
+
+        manifest["onnx"] = export_into_checkpoint(output)["files"]
+        write_json_atomic(output / "manifest.json", manifest)
     return manifest
 
 

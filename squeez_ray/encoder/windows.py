@@ -6,12 +6,16 @@ has one token. Lines are tokenised once per output (one fast-tokenizer call), ca
 ``max_tokens_per_line`` (the start of a line carries most of its meaning, and the cap bounds cost
 on minified or base64 lines), and windows overlap by ``overlap_lines`` so a line near a window's
 edge also gets seen with context on both sides; its final score is its best over windows.
+Tokenization is ``tokens.LineTokenizer``'s; everything here is plain Python and numpy, shared by the
+torch and the ONNX runtimes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Sequence
+
+import numpy as np
 
 
 @dataclass
@@ -29,22 +33,6 @@ class WindowSpec:
     max_query_tokens: int = 64  # query tokens kept per window
     max_tokens_per_line: int = 32  # tokens kept per output line
     overlap_lines: int = 4  # lines shared by consecutive windows
-
-
-def tokenize_lines(tokenizer: Any, lines: Sequence[str], max_tokens_per_line: int) -> list[list[int]]:
-    if not lines:
-        return []
-    encoded = tokenizer(list(lines), add_special_tokens=False, truncation=True, max_length=max_tokens_per_line,
-                        return_attention_mask=False, return_token_type_ids=False)["input_ids"]
-    return [list(ids) for ids in encoded]
-
-
-def special_ids(tokenizer: Any) -> tuple[int, int]:
-    cls_id = tokenizer.cls_token_id if tokenizer.cls_token_id is not None else tokenizer.bos_token_id
-    sep_id = tokenizer.sep_token_id if tokenizer.sep_token_id is not None else tokenizer.eos_token_id
-    if cls_id is None or sep_id is None:
-        raise ValueError("the encoder's tokenizer needs a CLS/BOS and a SEP/EOS token to mark lines")
-    return cls_id, sep_id
 
 
 def build_windows(query_ids: Sequence[int], line_ids: Sequence[Sequence[int]], spec: WindowSpec,
@@ -77,23 +65,30 @@ def build_windows(query_ids: Sequence[int], line_ids: Sequence[Sequence[int]], s
     return windows
 
 
-def pad_windows(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]],
-                line_of_token: Sequence[Sequence[int]], pad_id: int):
-    """Pad per-window token lists into tensors (input_ids, attention_mask, token_type_ids, line_of_token)."""
-    import torch
-
+def pad_windows_np(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]],
+                   line_of_token: Sequence[Sequence[int]], pad_id: int):
+    """Pad per-window token lists into int64 arrays (input_ids, attention_mask, token_type_ids,
+    line_of_token): the inputs of both runtimes (torch wraps them without a copy)."""
     size = (len(input_ids), max(len(ids) for ids in input_ids))
-    ids_out = torch.full(size, pad_id, dtype=torch.long)
-    attention = torch.zeros(size, dtype=torch.long)
-    types = torch.zeros(size, dtype=torch.long)
-    owner = torch.full(size, -1, dtype=torch.long)
+    ids_out = np.full(size, pad_id, dtype=np.int64)
+    attention = np.zeros(size, dtype=np.int64)
+    types = np.zeros(size, dtype=np.int64)
+    owner = np.full(size, -1, dtype=np.int64)
     for i, (ids, window_types, window_owner) in enumerate(zip(input_ids, token_type_ids, line_of_token)):
         k = len(ids)
-        ids_out[i, :k] = torch.as_tensor(ids)
+        ids_out[i, :k] = ids
         attention[i, :k] = 1
-        types[i, :k] = torch.as_tensor(window_types)
-        owner[i, :k] = torch.as_tensor(window_owner)
+        types[i, :k] = window_types
+        owner[i, :k] = window_owner
     return ids_out, attention, types, owner
+
+
+def pad_windows(input_ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]],
+                line_of_token: Sequence[Sequence[int]], pad_id: int):
+    """The same as torch tensors (training and the torch runtime)."""
+    import torch
+
+    return tuple(torch.from_numpy(a) for a in pad_windows_np(input_ids, token_type_ids, line_of_token, pad_id))
 
 
 def window_batch_tensors(windows: Sequence[Window], pad_id: int):

@@ -15,16 +15,15 @@ implementation) and shipped to the actors as JSON strings, which keeps nested fi
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import time
-import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.evaluate.runner import (
     SystemSpec,
     examples_fingerprint,
@@ -36,6 +35,7 @@ from squeez_ray.evaluate.runner import (
     write_evaluation,
 )
 from squeez_ray.infer.base import PruneRequest
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.io_utils import write_text_atomic
 from squeez_ray.ray_init import init_ray
 
@@ -69,7 +69,10 @@ class SystemWorker:
         rows = [score_row(e, r, system=self.spec.label, example_index=i, count_tokens=self.count_tokens)
                 for e, r, i in zip(examples, results, indices)]
         lines = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-        write_text_atomic(self.parts_dir / f"part-{min(indices):08d}-{uuid.uuid4().hex[:8]}.jsonl", lines)
+        # Named after the batch's examples: a batch Ray runs again (its actor died with its node after
+        # saving) rewrites its own part instead of storing the rows a second time.
+        digest = hashlib.sha1(",".join(map(str, sorted(indices))).encode()).hexdigest()[:12]
+        write_text_atomic(self.parts_dir / f"part-{min(indices):08d}-{digest}.jsonl", lines)
         return {"example_index": indices}
 
 

@@ -137,6 +137,8 @@ class Health(BaseModel):
     status: str = Field(..., examples=["ok"])
     backend: str = Field(..., description="vllm (model replicas) or the local backend's name.")
     model: Optional[str] = Field(None, description="The served model id (model backends).")
+    batching: Optional[dict] = Field(None, description="Local backends: concurrent requests gathered per pruner "
+                                                       "call in this replica (calls, batches, largest_batch, ...).")
 
 
 NOT_FOUND = {404: {"model": ErrorAnswer, "description": "No model behind this service (a baseline backend): "

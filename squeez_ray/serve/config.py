@@ -45,6 +45,22 @@ class Limits:
 
 
 @dataclass
+class LocalBatching:
+    """Serve request batching of the local backends (encoder, bm25, ...) in each API replica."""
+
+    max_batch_size: int = 8  # concurrent requests scored in one pruner call; 1 turns batching off
+    batch_wait_timeout_s: float = 0.005  # how long the first request waits for others to join
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.max_batch_size < 1:
+            problems.append(f"max_batch_size: {self.max_batch_size!r} must be >= 1")
+        if self.batch_wait_timeout_s < 0:
+            problems.append(f"batch_wait_timeout_s: {self.batch_wait_timeout_s!r} must be >= 0")
+        return problems
+
+
+@dataclass
 class ServeAppConfig:
     """Arguments of ``squeez_ray.serve.app:build_app`` (the ``args:`` of a Serve config)."""
 
@@ -68,6 +84,7 @@ class ServeAppConfig:
     # fuzzy_threshold, keep_ratio, min_lines, ...); unknown names are errors.
     pruner: dict[str, Any] = field(default_factory=dict)
     limits: Limits = field(default_factory=Limits)
+    local_batching: LocalBatching = field(default_factory=LocalBatching)
     auth_token_env: str = TOKEN_ENV  # bearer token read from this variable in the API replicas; unset: no auth
 
     def validate(self) -> list[str]:
@@ -79,7 +96,8 @@ class ServeAppConfig:
                             f"{', '.join(sorted(BACKENDS))})")
         if self.backend == "server":
             problems.append("backend: 'server' would call this service itself; choose the model or a local backend")
-        if self.backend in (MODEL_BACKEND, "encoder", "transformers") and not self.resolved_model():
+        # (the encoder without a model runs the one shipped in the package)
+        if self.backend in (MODEL_BACKEND, "transformers") and not self.resolved_model():
             problems.append(f"model: backend {self.backend!r} needs a checkpoint directory "
                             f"(set model: in args or ${MODEL_ENV})")
         allowed = set(BackendOptions.__dataclass_fields__)

@@ -186,7 +186,9 @@ class PruneIngress:
 
     @app.get("/healthz", response_model=Health, summary="Liveness of the API replica")
     async def healthz(self) -> dict[str, Any]:
-        return {"status": "ok", "backend": self._config.backend, "model": self._model_name}
+        stats = getattr(self._pruning, "batch_stats", None)
+        return {"status": "ok", "backend": self._config.backend, "model": self._model_name,
+                "batching": stats() if stats else None}
 
     @app.get("/v1/models", summary="OpenAI-compatible: the served model (model backends)")
     async def models(self) -> Any:

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pyarrow.parquet as pq
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.bulk import PARTS_DIR, BulkSettings, evaluate_bulk
 from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
 

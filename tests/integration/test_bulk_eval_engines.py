@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.bulk import BulkSettings, evaluate_bulk
 from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
 

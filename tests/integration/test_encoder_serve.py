@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ LOG = "\n".join([f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(1
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     from squeez_ray.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.encoder.onnx_export import export_into_checkpoint
     from squeez_ray.encoder.scoring import score_lines
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
@@ -33,6 +35,7 @@ def checkpoint(tmp_path_factory):
     scores = score_lines(model, tokenizer, settings.window, [("which test failed", LOG)], dtype="float32")[0]
     settings.threshold = float(np.median(scores))
     save_scorer(model, tokenizer, settings, tmp / "ckpt")
+    export_into_checkpoint(tmp / "ckpt")  # as training does: Serve and re-prune run it on ONNX Runtime
     return tmp / "ckpt"
 
 
@@ -46,7 +49,7 @@ def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
     import yaml
     from ray import serve
 
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.serve.app import build_app
 
     # The checked-in config, pointed at the tiny checkpoint and shrunk to the test cluster.
@@ -72,6 +75,20 @@ def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
         batch = requests.post(f"{url}/v1/prune/batch", timeout=120, json={
             "items": [{"query": "which test failed", "tool_output": LOG}, {"query": "x", "tool_output": "a\nb"}]})
         assert [r["total_lines"] for r in batch.json()["results"]] == [len(source), 2]
+
+        # Concurrent requests are gathered by @serve.batch into shared pruner calls, answers unchanged.
+        def one(i: int) -> dict:
+            return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
+                                                          "options": {"markers": i % 2 == 0}}, timeout=120).json()
+
+        with ThreadPoolExecutor(16) as pool:
+            answers = list(pool.map(one, range(32)))
+        assert all(a["spans"] == local.spans for a in answers)
+        # each request rendered with its own options, though scored in a shared call
+        assert [("lines omitted]" in a["text"]) for a in answers] == [i % 2 == 0 for i in range(32)]
+        # one call each: the single request, the /v1/prune/batch request (two items), the 32 concurrent ones
+        batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
+        assert batching["calls"] == 34 and batching["largest_batch"] > 1, batching
     finally:
         # Shut Serve down, not just the app: its proxy would keep this port, and the next module's
         # serve.start(port=...) would be ignored.

@@ -24,7 +24,7 @@ def _examples(n: int, seed: int) -> list[dict]:
 
 @pytest.mark.slow
 def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.config import load_config
     from squeez_ray.encoder.model import load_scorer
     from squeez_ray.encoder.scoring import score_lines
@@ -59,7 +59,10 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     after = np.concatenate(score_lines(after_model, tokenizer, settings.window, pairs, dtype="float32"))
     assert not np.allclose(before, after)  # two steps moved the scores
 
+    # training ends with the ONNX export, so the encoder backend runs the checkpoint without torch
+    assert {"model.onnx", "model.int8.onnx"} <= set(manifest["onnx"])
     pruner = build_pruner("encoder", model=str(tmp_path / "model"))
+    assert type(pruner).__name__ == "OnnxEncoderPruner"
     for result, row in zip(pruner.prune_batch([__import__("squeez_ray.infer.base", fromlist=["x"]).PruneRequest(
             r["query"], r["tool_output"]) for r in dev], fail_open=False), dev):
         assert set(result.text.split("\n")) <= set(row["tool_output"].split("\n")) | {""}

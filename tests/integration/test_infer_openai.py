@@ -15,7 +15,7 @@ import urllib.request
 
 import pytest
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.testing.checks import (
     assert_verbatim_result,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
 from squeez_ray.testing.tiny import build_tiny_qwen3

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squeez_ray.backends import BackendOptions, build_pruner
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.infer.generative import GenerativePruner
 from squeez_ray.infer.prompt import parse_target

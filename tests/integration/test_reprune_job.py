@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.trajectories.detect import ADAPTERS
 from squeez_ray.trajectories.pipeline import REPORT_FILES, RepruneConfig, run_reprune
 from squeez_ray.trajectories.process import STATE_DIR, RepruneSettings

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest, RenderOptions
 
 TOKEN = "test-token-5f2c"

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest
 
 pytestmark = pytest.mark.slow

@@ -296,13 +296,14 @@ def test_unknown_config_key_names_the_file_and_key(env, tmp_path):
     assert bad_env.returncode == 2 and b"SQUEEZ_MIN_LINES='many': expected an integer" in bad_env.stderr
 
 
-def test_no_backend_configured_explains_and_passes_through(env):
+def test_a_model_without_a_backend_explains_and_passes_through(env, tmp_path):
+    # (Nothing configured at all runs the shipped encoder: tests/integration/test_encoder_onnx.py.)
     data = make_log()
-    out = squeez(["q"], data, env)
+    out = squeez(["--model", str(tmp_path), "q"], data, env)
     assert out.returncode == 2 and out.stdout == data
     for hint in (b"--backend bm25", b"--model DIR", b"--server-url URL", b"SQUEEZ_BACKEND"):
         assert hint in out.stderr
-    strict = squeez(["--strict", "q"], data, env)
+    strict = squeez(["--strict", "--model", str(tmp_path), "q"], data, env)
     assert strict.returncode == 2 and strict.stdout == b""
 
 
@@ -385,9 +386,9 @@ def test_tool_type_hint_reaches_the_backend(env):
     assert answer_lines(from_env.stdout)[0] == [b"INFO step 7: compiling module_7.c"]
 
 
-def test_json_mode_answers_in_json_even_on_errors(env):
+def test_json_mode_answers_in_json_even_on_errors(env, tmp_path):
     data = make_log()
-    unconfigured = squeez(["--json", "q"], data, env)
+    unconfigured = squeez(["--json", "--model", str(tmp_path), "q"], data, env)
     assert unconfigured.returncode == 2
     payload = json.loads(unconfigured.stdout)
     assert payload["pruned"] is False and payload["text"] == data.decode()

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.config import ConfigError
 from squeez_ray.infer import settings
 
@@ -37,8 +37,14 @@ def test_precedence_flags_environment_file_defaults(tmp_path):
 
 def test_defaults_without_any_config(tmp_path):
     resolved = settings.resolve({}, env={"HOME": str(tmp_path)})
-    assert resolved.backend is None and resolved.min_lines == 20 and resolved.timeout_s == 60.0
-    assert settings.missing_model_message(resolved).startswith("no backend configured")
+    # nothing configured: the encoder shipped in the package, no model path needed
+    assert resolved.backend == "encoder" and resolved.model is None
+    assert resolved.min_lines == 20 and resolved.timeout_s == 60.0
+    assert settings.missing_model_message(resolved) is None
+    # a model without a backend is ambiguous (vllm? encoder?): still an explained error
+    with_model = settings.resolve({"model": str(tmp_path)}, env={"HOME": str(tmp_path)})
+    assert with_model.backend is None
+    assert settings.missing_model_message(with_model).startswith("no backend configured")
 
 
 def test_environment_strings_stay_strings_and_structured_values_parse(tmp_path):
@@ -81,7 +87,8 @@ def test_xdg_locations(tmp_path):
 
 @pytest.mark.parametrize("values, expected", [
     ({"backend": "vllm"}, "--model DIR"),
-    ({"backend": "encoder"}, "--model DIR"),
+    ({"backend": "encoder"}, None),  # the shipped default model
+    ({"backend": "encoder", "model": "/no/such/dir"}, "/no/such/dir does not exist"),
     ({"backend": "server"}, "--server-url URL"),
     ({"model": "/m"}, "a model is set: add --backend vllm"),
     ({"server_url": "http://x"}, "a server URL is set"),

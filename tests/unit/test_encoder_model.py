@@ -55,7 +55,7 @@ def test_long_output_takes_each_lines_best_window(tiny_encoder):
 
 
 def test_checkpoint_round_trip_and_backend_returns_only_input_lines(tiny_encoder, tmp_path):
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
 
     model, tokenizer, _ = load_scorer(tiny_encoder)
     save_scorer(model, tokenizer, EncoderSettings(threshold=0.0, bridge_gap=1, base_model="tiny"), tmp_path / "ckpt")
@@ -70,11 +70,12 @@ def test_checkpoint_round_trip_and_backend_returns_only_input_lines(tiny_encoder
     assert empty.pruned and empty.kept_lines == 0 and empty.spans == [] and empty.text == ""
 
 
-def test_backend_without_model_says_how_to_configure():
-    from squeez_ray.backends import build_pruner
+def test_backend_with_a_missing_model_dir_names_it(tmp_path):
+    # (No --model at all means the shipped default: tests/integration/test_encoder_onnx.py.)
+    from squeez_ray.infer.registry import build_pruner
 
-    with pytest.raises(ValueError, match="--model DIR"):
-        build_pruner("encoder")
+    with pytest.raises(FileNotFoundError, match="no-such-dir.*no such checkpoint directory"):
+        build_pruner("encoder", model=str(tmp_path / "no-such-dir"))
 
 
 def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tmp_path):

@@ -128,7 +128,7 @@ def test_score_row_is_the_same_for_a_result_and_its_dict():
 
 
 def test_a_system_may_name_its_own_checkpoint():
-    from squeez_ray.backends import BackendOptions
+    from squeez_ray.infer.registry import BackendOptions
     from squeez_ray.evaluate.runner import SystemSpec
 
     spec = SystemSpec.parse("encoder=encoder-v2@runs/encoder/v2")

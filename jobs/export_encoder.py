@@ -1,0 +1,77 @@
+"""Export a trained encoder checkpoint to ONNX (fp32 + int8), check it, and optionally ship it.
+
+    python jobs/export_encoder.py --checkpoint runs/encoder/v2 --out runs/encoder/v2-onnx
+    python jobs/export_encoder.py --checkpoint runs/encoder/v2 --out runs/encoder/v2-onnx \
+        --eval-data ../shared/eval/public_cases.jsonl          # + torch / fp32 / int8 quality and agreement
+    python jobs/export_encoder.py --checkpoint runs/encoder/v2 --out runs/encoder/v2-onnx \
+        --eval-data ../shared/eval/public_cases.jsonl --ship   # + install as squeez_ray/models/default
+
+--ship copies int8 (or fp32 when int8 loses more than 0.01 F1 on --eval-data) with tokenizer.json,
+squeez_encoder.json and a model_card.json (training data, recipe, dev calibration, measured quality)
+into the package, where `squeez "query"` with no backend configured finds it. The cases are used to
+measure only: the threshold is the checkpoint's, calibrated on its dev split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", required=True, help="encoder checkpoint from jobs/train_encoder.py")
+    parser.add_argument("--out", required=True, help="directory to write the ONNX export into (replaced)")
+    parser.add_argument("--eval-data", help="labelled cases (JSONL) to measure torch / fp32 / int8 on")
+    parser.add_argument("--no-torch-eval", action="store_true", help="skip the torch row of --eval-data")
+    parser.add_argument("--ship", action="store_true", help="install the export as the package's default model")
+    parser.add_argument("--ship-dir", help="install somewhere else than squeez_ray/models/default")
+    parser.add_argument("--description", help="one paragraph for the model card: lineage, what it is for")
+    args = parser.parse_args(argv)
+
+    from squeez_ray.encoder import ship
+    from squeez_ray.encoder.onnx_export import export_checkpoint
+    from squeez_ray.encoder.pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.schema import DataError
+
+    checkpoint = Path(args.checkpoint)
+    try:
+        info = export_checkpoint(checkpoint, args.out)
+        quality = None
+        if args.eval_data:
+            quality = _measure(checkpoint, Path(args.out), args.eval_data, with_torch=not args.no_torch_eval)
+            info["quality"] = quality
+            (Path(args.out) / "quality.json").write_text(json.dumps(quality, indent=2) + "\n")
+        if args.ship:
+            variant = ship.pick_variant(quality or {"onnx-int8": {}})
+            card = ship.model_card(Path(args.out), checkpoint, variant, quality, args.eval_data, args.description)
+            target = Path(args.ship_dir) if args.ship_dir else DEFAULT_MODEL_DIR
+            info["shipped"] = {"dir": str(target), "variant": variant, "files": ship.install(Path(args.out), target,
+                                                                                            variant, card)}
+    except (DataError, FileNotFoundError, ValueError) as error:
+        print(f"export_encoder: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps(info, indent=2))
+    return 0
+
+
+def _measure(checkpoint: Path, export_dir: Path, data: str, *, with_torch: bool) -> dict:
+    from squeez_ray.encoder import ship
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.schema import read_examples
+
+    examples = read_examples(data)
+    systems = {}
+    if with_torch:
+        from squeez_ray.encoder.pruner import EncoderPruner
+
+        systems["torch"] = EncoderPruner(checkpoint, dtype="float32")
+    systems["onnx-fp32"] = OnnxEncoderPruner(export_dir, dtype="float32")
+    systems["onnx-int8"] = OnnxEncoderPruner(export_dir, dtype="int8")
+    return ship.measure(examples, systems)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""The encoder on ONNX Runtime: onnxruntime + ``tokenizers`` + numpy, no torch, no transformers.
+
+Windowing, scoring over windows, the calibrated threshold and gap bridging are the torch pruner's
+own functions (``windows``, ``scoring``, ``tokens``); only the forward pass differs. Starting this
+pruner costs the ONNX session (~0.2 s for MiniLM-L6 int8) instead of ~8 s of torch + transformers
+imports, which is what makes ``squeez`` usable once per command in an agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
+from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+from squeez_ray.encoder.pruner import ScoringPruner
+from squeez_ray.encoder.scoring import Forward, score_windows
+from squeez_ray.encoder.tokens import LineTokenizer
+
+FP32_NAMES = ("float32", "fp32")
+
+
+def has_onnx(model_dir: str | Path) -> bool:
+    directory = Path(model_dir)
+    return (directory / ONNX_INT8).is_file() or (directory / ONNX_FP32).is_file()
+
+
+def onnx_file(model_dir: Path, dtype: str | None) -> Path:
+    """int8 when present (the shipped default), fp32 when asked for (``dtype: float32``) or alone."""
+    int8, fp32 = model_dir / ONNX_INT8, model_dir / ONNX_FP32
+    if dtype in FP32_NAMES or dtype is None and not int8.is_file():
+        if fp32.is_file():
+            return fp32
+        raise FileNotFoundError(f"{model_dir} has no {ONNX_FP32} (dtype {dtype or 'default'})")
+    if dtype not in (None, "int8"):
+        raise ValueError(f"the ONNX encoder runs int8 or float32, not dtype={dtype!r}")
+    if int8.is_file():
+        return int8
+    raise FileNotFoundError(f"{model_dir} has no {ONNX_INT8}")
+
+
+def load_onnx_encoder(model_dir: str | Path, *, dtype: str | None = None, threads: int | None = None):
+    """(session, LineTokenizer, settings) from an exported encoder directory."""
+    import onnxruntime as ort
+
+    directory = Path(model_dir)
+    settings_path = directory / ENCODER_CONFIG
+    if not settings_path.is_file():
+        raise FileNotFoundError(f"{directory} holds no {ENCODER_CONFIG}: not a squeez encoder directory")
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    if not settings.special_ids:
+        raise ValueError(f"{settings_path} records no special_ids: re-export it with jobs/export_encoder.py")
+    tokenizer = LineTokenizer.from_file(directory / TOKENIZER_FILE, settings.special_ids)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    threads = threads or int(os.environ.get("SQUEEZ_ENCODER_THREADS", "0") or 0)
+    if threads:
+        options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle pool threads sleep instead of spinning: `squeez` runs beside an agent, its tools and other
+    # replicas, and spinning threads there steal the cores the next forward pass needs.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(str(onnx_file(directory, dtype)), options, providers=["CPUExecutionProvider"])
+    return session, tokenizer, settings
+
+
+def onnx_forward(session) -> Forward:
+    def forward(ids, mask, types, owner, n_lines):
+        return session.run(["probs"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": types,
+                                       "line_of_token": owner, "lines": np.arange(n_lines, dtype=np.int64)})[0]
+
+    return forward
+
+
+class OnnxEncoderPruner(ScoringPruner):
+    def __init__(self, model_dir: str | Path, *, dtype: str | None = None, threshold: float | None = None,
+                 tokens_per_batch: int = 8192, threads: int | None = None, name: str | None = None):
+        self.session, self.tokenizer, self.settings = load_onnx_encoder(model_dir, dtype=dtype, threads=threads)
+        self._forward = onnx_forward(self.session)
+        self.threshold = self.settings.threshold if threshold is None else threshold
+        self.tokens_per_batch = tokens_per_batch
+        self.name = name or f"encoder:{Path(model_dir).name}"
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
+                             tokens_per_batch=self.tokens_per_batch)

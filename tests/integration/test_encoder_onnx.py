@@ -1,0 +1,134 @@
+"""The ONNX encoder runtime: export of a tiny random BERT checkpoint, parity with torch, the same
+tokens from `tokenizers` as from transformers, and `squeez` on it (and on the shipped default)
+without torch or transformers in the process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnxruntime")
+torch = pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[2]
+OUTPUT = "\n".join([f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(1, 300)]
+                   + ["E   KeyError: 'widget' missing in registry", "", "FAILED tests/test_mod_7.py::test_case_7"])
+PAIRS = [("which test failed", OUTPUT), ("where is Beta defined", "def alpha():\n    return 1\n\nclass Beta:\n    pass"),
+         ("anything", "")]
+HEAVY = ("torch", "transformers")
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """(torch checkpoint, ONNX export) of a tiny random encoder whose threshold keeps about half the lines."""
+    from squeez_ray.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.encoder.onnx_export import export_checkpoint
+    from squeez_ray.encoder.scoring import score_lines
+    from squeez_ray.testing.tiny_encoder import build_tiny_encoder
+
+    tmp = tmp_path_factory.mktemp("encoder-onnx")
+    model, tokenizer, _ = load_scorer(build_tiny_encoder(tmp / "base"))
+    settings = EncoderSettings(base_model="tiny")
+    settings.window = type(settings.window)(max_length=128)  # several windows per output: overlap is exercised
+    settings.threshold = float(np.median(score_lines(model, tokenizer, settings.window, PAIRS[:1], dtype="float32")[0]))
+    save_scorer(model, tokenizer, settings, tmp / "ckpt")
+    export_checkpoint(tmp / "ckpt", tmp / "onnx")
+    return tmp / "ckpt", tmp / "onnx"
+
+
+def test_line_tokenizer_cuts_the_same_tokens_as_transformers(exported):
+    from transformers import AutoTokenizer
+
+    from squeez_ray.encoder.model import EncoderSettings
+    from squeez_ray.encoder.tokens import LineTokenizer
+
+    checkpoint, onnx_dir = exported
+    hf = AutoTokenizer.from_pretrained(checkpoint)
+    settings = EncoderSettings.from_json(json.loads((onnx_dir / "squeez_encoder.json").read_text()))
+    ours = LineTokenizer.from_file(onnx_dir / "tokenizer.json", settings.special_ids)
+    lines = OUTPUT.split("\n") + ["x" * 400, "naïve café — ünïcode\tTAB", ""]
+    expected = hf(lines, add_special_tokens=False, truncation=True, max_length=32)["input_ids"]
+    assert ours.encode(lines, 32) == [list(ids) for ids in expected]
+    assert (ours.cls_id, ours.sep_id, ours.pad_id) == (hf.cls_token_id, hf.sep_token_id, hf.pad_token_id)
+
+
+def test_onnx_fp32_scores_match_torch_and_int8_stays_close(exported):
+    from squeez_ray.encoder.model import load_scorer
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.encoder.scoring import score_lines
+
+    checkpoint, onnx_dir = exported
+    model, tokenizer, settings = load_scorer(checkpoint)
+    reference = score_lines(model, tokenizer, settings.window, PAIRS, dtype="float32")
+    fp32 = OnnxEncoderPruner(onnx_dir, dtype="float32").score(PAIRS)
+    int8 = OnnxEncoderPruner(onnx_dir).score(PAIRS)  # the default file: int8
+    for ref, a, b in zip(reference, fp32, int8):
+        assert ref.shape == a.shape == b.shape
+        np.testing.assert_allclose(a, ref, atol=1e-5)
+        assert np.abs(b - ref).max() < 0.05
+    assert len(reference[0]) == 302 and len(reference[2]) == 1
+
+
+def test_encoder_backend_picks_the_runtime_by_the_files(exported):
+    from squeez_ray.infer.registry import build_pruner
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.encoder.pruner import EncoderPruner
+    from squeez_ray.infer.base import PruneRequest
+
+    checkpoint, onnx_dir = exported
+    torch_pruner = build_pruner("encoder", model=str(checkpoint), dtype="float32")
+    onnx_pruner = build_pruner("encoder", model=str(onnx_dir), dtype="float32")
+    assert isinstance(torch_pruner, EncoderPruner) and isinstance(onnx_pruner, OnnxEncoderPruner)
+    requests = [PruneRequest(q, o) for q, o in PAIRS]
+    a = torch_pruner.prune_batch(requests, fail_open=False)
+    b = onnx_pruner.prune_batch(requests, fail_open=False)
+    assert [r.spans for r in a] == [r.spans for r in b]  # same windows, threshold and bridging
+    assert 0 < a[0].kept_lines < 302  # a real decision: some lines kept, some dropped
+    with pytest.raises(ValueError, match="int8 or float32"):
+        build_pruner("encoder", model=str(onnx_dir), dtype="float16")
+
+
+def _squeez_modules(args: list[str], stdin: bytes, tmp_path: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    env.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"),
+               PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]))
+    code = ("import sys, runpy; sys.argv = ['squeez'] + sys.argv[1:]\n"
+            "try:\n    runpy.run_module('squeez_ray.cli', run_name='__main__')\n"
+            "except SystemExit as e: code = e.code\nelse: code = 0\n"
+            f"sys.stderr.write('MODULES ' + ','.join(m for m in {HEAVY!r} if m in sys.modules) + '\\n')\n"
+            "sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", code, *args], input=stdin, capture_output=True, env=env, timeout=120)
+    line = [x for x in out.stderr.decode().splitlines() if x.startswith("MODULES ")][-1]
+    return out, {m for m in line[len("MODULES "):].split(",") if m}
+
+
+def test_squeez_on_the_onnx_encoder_imports_neither_torch_nor_transformers(exported, tmp_path):
+    _, onnx_dir = exported
+    out, heavy = _squeez_modules(["--backend", "encoder", "--model", str(onnx_dir), "--json", "which test failed"],
+                                 OUTPUT.encode(), tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    payload = json.loads(out.stdout)
+    assert payload["pruned"] is True and 0 < payload["kept_lines"] < 302
+    assert heavy == set(), heavy
+
+
+@pytest.mark.skipif(not (REPO / "squeez_ray/models/default/squeez_encoder.json").exists(),
+                    reason="no shipped default model in this checkout")
+def test_squeez_with_nothing_configured_prunes_with_the_shipped_model(tmp_path):
+    out, heavy = _squeez_modules(["--json", "which test failed"], OUTPUT.encode(), tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    payload = json.loads(out.stdout)
+    assert payload["pruned"] is True and payload["model"] == "encoder:default"
+    # a real decision over verbatim lines (which ones is the model's: it may be swapped for a better one)
+    assert 0 < payload["kept_lines"] < 302 and set(payload["text"].split("\n")) <= set(OUTPUT.split("\n"))
+    assert heavy == set(), heavy
+    card = json.loads((REPO / "squeez_ray/models/default/model_card.json").read_text())
+    assert card["variant"] in ("int8", "fp32") and card["training_data"]["train"]
+    size = sum(p.stat().st_size for p in (REPO / "squeez_ray/models/default").iterdir())
+    assert size < 30 * 2**20
