@@ -59,7 +59,7 @@ def trajectories_dir(shared_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen3_dir(tmp_path_factory) -> Path:
     """A random-weight tiny Qwen3 checkpoint + local tokenizer, built once per test run (no download)."""
-    from squeez_ray.testing.tiny import build_tiny_qwen3
+    from squeez_ray.train.tiny import build_tiny_qwen3
 
     return build_tiny_qwen3(tmp_path_factory.mktemp("tiny-qwen3"))
 
@@ -67,7 +67,7 @@ def tiny_qwen3_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_qwen35_dir(tmp_path_factory) -> Path:
     """A random-weight tiny Qwen 3.5 hybrid (linear + full attention) checkpoint for the training path."""
-    from squeez_ray.testing.tiny import build_tiny_qwen35
+    from squeez_ray.train.tiny import build_tiny_qwen35
 
     return build_tiny_qwen35(tmp_path_factory.mktemp("tiny-qwen35"))
 

@@ -32,7 +32,7 @@ def make_requests(n: int, seed: int = 0) -> list:
 
 
 def run(backend: str, model: str, requests: list, **options) -> dict:
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
 
     started = time.perf_counter()
     pruner = build_pruner(backend, model=model, **options)
@@ -57,7 +57,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         model = args.model
         if model is None:
-            from squeez_ray.testing.tiny import build_tiny_qwen3
+            from squeez_ray.train.tiny import build_tiny_qwen3
 
             model = str(build_tiny_qwen3(tmp))
         rows = [run("vllm", model, requests, engine_kwargs={"max_model_len": 2048, "enforce_eager": True}),

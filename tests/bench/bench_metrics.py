@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from squeez_ray.evaluate.baselines import RandomLines
+from squeez_ray.infer.baselines import RandomLines
 from squeez_ray.evaluate.metrics import fuzzy_scores, norm, score_example
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.schema import read_examples

@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from squeez_ray.backends import BackendOptions, build_pruner
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.infer.base import PruneRequest, RenderOptions
 from squeez_ray.trajectories.detect import ADAPTERS, detect_format, discover_units
 from squeez_ray.trajectories.pipeline import RepruneConfig, run_reprune

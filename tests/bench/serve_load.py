@@ -48,7 +48,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def direct_latencies(model: str, engine_kwargs: dict, max_new_tokens: int, inputs) -> list[float]:
-    from squeez_ray.backends import BackendOptions, build_pruner
+    from squeez_ray.infer.registry import BackendOptions, build_pruner
 
     pruner = build_pruner("vllm", BackendOptions(model=model, engine_kwargs=engine_kwargs, max_new_tokens=max_new_tokens))
     try:
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = tempfile.TemporaryDirectory(prefix="serve-bench-")
     model = args.model
     if model is None:
-        from squeez_ray.testing.tiny import build_tiny_qwen3
+        from squeez_ray.train.tiny import build_tiny_qwen3
 
         model = str(build_tiny_qwen3(Path(tmp.name) / "tiny"))
     engine_kwargs = {"max_model_len": 2048, "dtype": "float32", "enforce_eager": True, "max_num_seqs": 16}

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from squeez_ray.infer.prompt import render_prompt, render_target
-from squeez_ray.testing.tiny import EOS, PAD, TAG_TOKENS, build_tiny_qwen3
+from squeez_ray.prompt import render_prompt, render_target
+from squeez_ray.train.tiny import EOS, PAD, TAG_TOKENS, build_tiny_qwen3
 
 TOOL_OUTPUT = 'tests/a.py::t1 PASSED\n\ttests/a.py::t2 FAILED  \nE   AssertionError: ünïcode ✓ != "x"\n2 passed'
 

@@ -7,7 +7,7 @@ import pytest
 from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
-from squeez_ray.testing.tiny import build_tiny_qwen3
+from squeez_ray.train.tiny import build_tiny_qwen3
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ import pytest
 from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.infer.generative import GenerativePruner
-from squeez_ray.infer.prompt import parse_target
+from squeez_ray.prompt import parse_target
 from squeez_ray.spans import split_lines
 from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
 

@@ -115,7 +115,7 @@ def test_model_deployment_gets_the_golden_prompt_bytes(base_url, tiny_qwen3_dir,
     """vLLM behind Serve counts exactly the tokens of the released prompt (default system prompt here)."""
     from transformers import AutoTokenizer
 
-    from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
+    from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_qwen3_dir)
     row = golden_rows[0]

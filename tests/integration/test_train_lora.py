@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from squeez_ray.config import load_config
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.train.config import TrainConfig
 from squeez_ray.train.data import collate, encode_example, training_row
 from squeez_ray.train.loop import METADATA_FILE, _trainer_class, training_arguments
@@ -26,7 +26,7 @@ STEPS = 8
 
 @pytest.fixture(scope="module")
 def tiny_qwen35_dir(tmp_path_factory):
-    from squeez_ray.testing.tiny import build_tiny_qwen35
+    from squeez_ray.train.tiny import build_tiny_qwen35
 
     return build_tiny_qwen35(tmp_path_factory.mktemp("tiny-qwen35"))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from squeez_ray.config import load_config
-from squeez_ray.infer.prompt import PROMPT_FORMAT
+from squeez_ray.prompt import PROMPT_FORMAT
 from squeez_ray.train.config import TrainConfig
 from squeez_ray.train.run import TrainJobError, run_training
 from squeez_ray.train.synthetic import synthetic_rows, write_jsonl

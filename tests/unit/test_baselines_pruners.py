@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from squeez_ray.backends import BackendOptions, build_pruner
-from squeez_ray.evaluate.baselines import keep_count
+from squeez_ray.infer.registry import BackendOptions, build_pruner
+from squeez_ray.infer.baselines import keep_count
 from squeez_ray.infer.base import PruneRequest
 
 OUTPUT = "\n".join(f"line {i} filler text" for i in range(1, 31))  # 30 lines -> keeps 3
@@ -75,7 +75,7 @@ def test_bm25_does_not_load_numba_but_a_later_import_still_works():
     import sys
 
     code = ("import sys\n"
-            "from squeez_ray.evaluate.baselines import BM25Lines\n"
+            "from squeez_ray.infer.baselines import BM25Lines\n"
             "scores = BM25Lines().line_scores('parse config', ['we parse the config here', 'x = 1', 'nothing else'])\n"
             "assert scores[0] > scores[1], scores\n"
             "assert 'numba' not in sys.modules, 'bm25s loaded numba'\n"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.infer.prompt import render_prompt
+from squeez_ray.prompt import render_prompt
 
 SQUEEZ = Path(sys.executable).parent / "squeez"
 ERROR_LINE = "    ERROR module_42.c:17: undefined reference to `frobnicate'"

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.infer.store import SHORT_ID, OutputStore, StoreError
+from squeez_ray.cli.store import SHORT_ID, OutputStore, StoreError
 
 
 def test_put_get_round_trip_and_same_bytes_same_id(tmp_path):

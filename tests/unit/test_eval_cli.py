@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from squeez_ray.cli import main as squeez_main
-from squeez_ray.evaluate.cli_eval import main
+from squeez_ray.cli.eval import main
 from squeez_ray.evaluate.metrics import REQUIRED_KEYS
 from squeez_ray.evaluate.runner import score_row
 from squeez_ray.infer.base import make_result

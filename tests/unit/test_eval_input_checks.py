@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from squeez_ray.evaluate.cli_eval import main
+from squeez_ray.cli.eval import main
 
 
 def _cases(tmp_path, rows):

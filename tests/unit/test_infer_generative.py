@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-from squeez_ray.backends import BackendOptions, build_pruner
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.infer.base import PruneRequest, RenderOptions
 from squeez_ray.infer.fake import FakeEngine
 from squeez_ray.infer.generative import Generation, GenerativePruner, PromptTooLongError
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, render_prompt
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, render_prompt
 
 PYTEST_LOG = """============ test session starts ============
 collected 3 items
@@ -146,7 +146,7 @@ def test_reported_model_name_can_be_set():
 
 
 def test_too_small_answer_limit_is_refused_not_silently_blanked():
-    from squeez_ray.backends import BackendOptions, build_pruner
+    from squeez_ray.infer.registry import BackendOptions, build_pruner
 
     with pytest.raises(ValueError, match="max_new_tokens=24 is too small"):
         build_pruner("fake", BackendOptions(max_new_tokens=24))

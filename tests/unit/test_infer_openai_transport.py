@@ -11,8 +11,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from squeez_ray.backends import build_pruner
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
+from squeez_ray.infer.registry import build_pruner
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
 from squeez_ray.infer.base import PruneRequest
 
 

@@ -2,7 +2,7 @@
 
 The golden rows (tests/fixtures, a copy of ../shared/compat/released_prompt_golden.jsonl) hold the
 prompt, response and training text the released checkpoint was trained on. One renderer
-(``squeez_ray.infer.prompt``) must reproduce them; training, the exporter and each engine must use it.
+(``squeez_ray.prompt``) must reproduce them; training, the exporter and each engine must use it.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.backends import BackendOptions
+from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.infer.generative import GenerativePruner, resolve_system_prompt
-from squeez_ray.infer.prompt import (PROMPT_FORMAT, QUERY_MAX_CHARS, PromptFormatError, check_prompt_format,
+from squeez_ray.prompt import (PROMPT_FORMAT, QUERY_MAX_CHARS, PromptFormatError, check_prompt_format,
                                      parse_target, render_prompt, render_target, render_training_text)
 from squeez_ray.spans import split_lines
 
@@ -73,7 +73,7 @@ def test_parse_target_reads_the_released_responses():
 def test_training_tokens_are_the_golden_training_text():
     from transformers import AutoTokenizer
 
-    from squeez_ray.testing.tiny import save_tiny_tokenizer
+    from squeez_ray.train.tiny import save_tiny_tokenizer
     from squeez_ray.train.data import encode_example, training_row
     import tempfile
 

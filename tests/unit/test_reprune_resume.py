@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_traj_process import SWE, FailsOnTracebacks, settings
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.trajectories.pipeline import RepruneConfig, pending_units
 from squeez_ray.trajectories.process import process_units
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from squeez_ray.infer.prompt import DEFAULT_SYSTEM_PROMPT
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT
 from squeez_ray.schema import (LABELLED_SCHEMA, OBSERVATION_SCHEMA, DataError, check_example, read_examples,
                                read_observations, write_examples, write_observations)
 

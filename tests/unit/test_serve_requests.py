@@ -195,7 +195,7 @@ def ok_body(n: int) -> dict:
 
 
 def test_server_client_retries_503_then_answers():
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
 
     server = ScriptedServer([(503, {"Retry-After": "0"}, {"error": {"message": "full"}}), (200, {}, ok_body(1))])
     try:
@@ -210,7 +210,7 @@ def test_server_client_retries_503_then_answers():
 
 
 def test_server_client_does_not_retry_a_4xx_and_batches_requests():
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.infer.base import PruneRequest
     from squeez_ray.infer.server_client import ServerError
 
@@ -232,7 +232,7 @@ def test_server_client_does_not_retry_a_4xx_and_batches_requests():
 
 
 def test_server_client_rejects_a_malformed_answer():
-    from squeez_ray.backends import build_pruner
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.infer.server_client import ServerError
 
     server = ScriptedServer([(200, {}, {"results": []})])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from squeez_ray.backends import build_pruner
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
 from squeez_ray.trajectories.process import (
     RepruneSettings,
