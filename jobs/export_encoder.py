@@ -9,7 +9,8 @@
 --ship copies int8 (or fp32 when int8 loses more than 0.01 F1 on --eval-data) with tokenizer.json,
 squeez_encoder.json and a model_card.json (training data, recipe, dev calibration, measured quality)
 into the package, where `squeez "query"` with no backend configured finds it. The cases are used to
-measure only: the threshold is the checkpoint's, calibrated on its dev split.
+measure only: thresholds come from the checkpoint's dev split (fp32's from training; int8's own, by
+scoring that dev split with the int8 model, since quantised scores shift: --dev-data).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="encoder checkpoint from jobs/train_encoder.py")
     parser.add_argument("--out", required=True, help="directory to write the ONNX export into (replaced)")
+    parser.add_argument("--dev-data", help="dev split to calibrate int8's own threshold on (default: the "
+                        "checkpoint's dev data, from its manifest; 'none' keeps the fp32 threshold)")
     parser.add_argument("--eval-data", help="labelled cases (JSONL) to measure torch / fp32 / int8 on")
     parser.add_argument("--no-torch-eval", action="store_true", help="skip the torch row of --eval-data")
     parser.add_argument("--ship", action="store_true", help="install the export as the package's default model")
@@ -32,13 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from squeez_ray.encoder import ship
-    from squeez_ray.encoder.onnx_export import export_checkpoint
+    from squeez_ray.encoder.onnx_export import calibrate_variant, export_checkpoint
     from squeez_ray.encoder.pruner import DEFAULT_MODEL_DIR
-    from squeez_ray.schema import DataError
+    from squeez_ray.schema import DataError, read_examples
 
     checkpoint = Path(args.checkpoint)
     try:
         info = export_checkpoint(checkpoint, args.out)
+        dev_data = _dev_data(checkpoint, args.dev_data)
+        if dev_data:
+            info["int8_calibration"] = calibrate_variant(args.out, read_examples(dev_data), "int8")
+            info["int8_calibration"]["dev_data"] = dev_data
         quality = None
         if args.eval_data:
             quality = _measure(checkpoint, Path(args.out), args.eval_data, with_torch=not args.no_torch_eval)
@@ -55,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(json.dumps(info, indent=2))
     return 0
+
+
+def _dev_data(checkpoint: Path, given: str | None) -> str | None:
+    """The dev split int8 is calibrated on: --dev-data, else the one the checkpoint was calibrated on."""
+    if given:
+        return None if given.lower() == "none" else given
+    manifest = checkpoint / "manifest.json"
+    recorded = json.loads(manifest.read_text()).get("inputs", {}).get("dev") if manifest.is_file() else None
+    return recorded if recorded and Path(recorded).exists() else None
 
 
 def _measure(checkpoint: Path, export_dir: Path, data: str, *, with_torch: bool) -> dict:

@@ -29,6 +29,9 @@ class EncoderSettings:
     # cls / sep / pad token ids, recorded at ONNX export: the torch-free runtime reads tokenizer.json
     # with `tokenizers` alone, which does not know which tokens a model uses as CLS and SEP.
     special_ids: dict[str, int] = field(default_factory=dict)
+    # Thresholds calibrated on dev for other runtimes of the same weights ({"int8": t}): int8 weights
+    # shift every score a little, so the fp32 threshold keeps a different share of lines under int8.
+    variant_thresholds: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

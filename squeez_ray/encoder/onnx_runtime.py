@@ -81,7 +81,10 @@ class OnnxEncoderPruner(ScoringPruner):
                  tokens_per_batch: int = 8192, threads: int | None = None, name: str | None = None):
         self.session, self.tokenizer, self.settings = load_onnx_encoder(model_dir, dtype=dtype, threads=threads)
         self._forward = onnx_forward(self.session)
-        self.threshold = self.settings.threshold if threshold is None else threshold
+        self.variant = "int8" if onnx_file(Path(model_dir), dtype).name == ONNX_INT8 else "fp32"
+        if threshold is None:  # the variant's own dev calibration when export recorded one
+            threshold = self.settings.variant_thresholds.get(self.variant, self.settings.threshold)
+        self.threshold = threshold
         self.tokens_per_batch = tokens_per_batch
         self.name = name or f"encoder:{Path(model_dir).name}"
 

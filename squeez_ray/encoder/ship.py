@@ -73,10 +73,17 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
         "train_seconds": manifest.get("train_seconds"),
         "calibration_on_dev": {k: calibration.get(k) for k in ("threshold", "objective", "f1", "auc", "recall",
                                                               "precision", "kept_share", "negatives_empty")},
+        "int8_threshold_on_dev": _int8_point(export_dir),
         "quality": {"data": eval_data, "note": "evaluation only: never used for training, calibration or tuning",
                     "systems": quality} if quality else None,
         "files": sorted(p.name for p in export_dir.iterdir() if p.is_file()),
     }
+
+
+def _int8_point(export_dir: Path) -> float | None:
+    """int8's own dev threshold (onnx_export.calibrate_variant), when the export has one."""
+    settings = json.loads((export_dir / "squeez_encoder.json").read_text())
+    return settings.get("variant_thresholds", {}).get("int8")
 
 
 def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any]) -> dict[str, int]:

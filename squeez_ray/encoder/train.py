@@ -261,7 +261,9 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     if cfg.export_onnx:
         from squeez_ray.encoder.onnx_export import export_into_checkpoint
 
-        manifest["onnx"] = export_into_checkpoint(output)["files"]
+        exported = export_into_checkpoint(output, dev_rows)
+        manifest["onnx"] = exported["files"]
+        manifest["int8_calibration"] = exported.get("int8_calibration")
         write_json_atomic(output / "manifest.json", manifest)
     return manifest
 

@@ -94,6 +94,34 @@ def test_encoder_backend_picks_the_runtime_by_the_files(exported):
         build_pruner("encoder", model=str(onnx_dir), dtype="float16")
 
 
+def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_path):
+    # Quantised scores shift, so int8 is calibrated on dev by its own scores (same objective as the
+    # checkpoint's calibration); fp32 keeps the training threshold, an explicit threshold wins.
+    import shutil
+
+    from squeez_ray.encoder.model import EncoderSettings
+    from squeez_ray.encoder.onnx_export import calibrate_variant
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+
+    _, onnx_dir = exported
+    folder = shutil.copytree(onnx_dir, tmp_path / "onnx")
+    settings_path = folder / "squeez_encoder.json"
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    settings.calibration = {"objective": "f1", "max_kept_share": 0.2}
+    settings_path.write_text(json.dumps(settings.to_json()))
+    dev = [{"query": "which test failed", "tool_output": OUTPUT, "gold_spans": [{"start_line": 300, "end_line": 302}]},
+           {"query": "where is Beta defined", "tool_output": PAIRS[1][1], "gold_spans": [{"start_line": 4, "end_line": 4}]}]
+    point = calibrate_variant(folder, dev, "int8")
+    written = json.loads(settings_path.read_text())
+    assert written["variant_thresholds"] == {"int8": point["threshold"]} and point["mean_kept_share"] <= 0.2
+    assert written["threshold"] == settings.threshold != point["threshold"]
+    assert OnnxEncoderPruner(folder).threshold == point["threshold"]  # default file: int8
+    assert OnnxEncoderPruner(folder, dtype="float32").threshold == settings.threshold
+    assert OnnxEncoderPruner(folder, threshold=0.3).threshold == 0.3
+    with pytest.raises(ValueError, match="empty dev set"):
+        calibrate_variant(folder, [], "int8")
+
+
 def _squeez_modules(args: list[str], stdin: bytes, tmp_path: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
     env.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"),
