@@ -63,8 +63,10 @@ def _check_shared_storage(storage_path: str) -> None:
 
     from squeez_ray.train.storage import multinode_storage_problem
 
-    nodes = sum(1 for node in ray.nodes() if node.get("Alive"))
-    problem = multinode_storage_problem(storage_path, nodes)
+    # Machines, not raylets: nodes on one machine (Ray's multi-node test cluster, several raylets per
+    # host) all see its local folders, so a local path is shared among them.
+    machines = len({node.get("NodeManagerAddress") for node in ray.nodes() if node.get("Alive")})
+    problem = multinode_storage_problem(storage_path, machines)
     if problem:
         raise TrainJobError("cannot start training:\n  - " + problem)
 

@@ -57,7 +57,7 @@ def filesystem_type(path: str, mounts_file: str = "/proc/mounts") -> str | None:
 
 
 def multinode_storage_problem(storage_path: str, nodes: int, mounts_file: str = "/proc/mounts") -> str | None:
-    """At job start, once the cluster is joined: more than one node needs a URI or a network file system."""
+    """At job start, once the cluster is joined: more than one node (machine) needs a URI or a network file system."""
     if nodes <= 1 or is_uri(storage_path):
         return None
     kind = filesystem_type(storage_path, mounts_file)

@@ -278,7 +278,10 @@ def test_training_resumes_from_the_shared_checkpoint_after_losing_a_node(two_nod
 
     job = threading.Thread(target=train, daemon=True)
     job.start()
-    kill["thread"].join(timeout=600)
+    while kill["thread"].is_alive() and job.is_alive():  # a job that fails early reports why, now
+        kill["thread"].join(timeout=1)
+    if "error" in result:
+        raise result["error"]
     two_nodes.check_kill(kill)
     two_nodes.ensure_worker()  # what a cluster's autoscaler does: a new node takes the lost one's place
     job.join(timeout=600)

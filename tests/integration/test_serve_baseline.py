@@ -206,7 +206,10 @@ def test_full_queue_is_503_with_retry_after_and_service_recovers(base_url):
 
 
 def test_health_docs_and_no_chat_without_a_model(base_url):
-    assert requests.get(f"{base_url}/healthz", timeout=30).json() == {"status": "ok", "backend": "bm25", "model": None}
+    health = requests.get(f"{base_url}/healthz", timeout=30).json()
+    batching = health.pop("batching")  # requests gathered per pruner call (Serve request batching)
+    assert health == {"status": "ok", "backend": "bm25", "model": None}
+    assert batching["max_batch_size"] >= 1 and batching["batches"] <= batching["calls"]
     spec = requests.get(f"{base_url}/openapi.json", timeout=30).json()
     assert {"/v1/prune", "/v1/prune/batch", "/healthz", "/v1/chat/completions"} <= set(spec["paths"])
     body_schema = spec["components"]["schemas"]["PruneBody"]
