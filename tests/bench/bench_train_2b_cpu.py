@@ -5,8 +5,7 @@
 bf16 weights (3.8 GB; fp32 would be 7.5 GB), LoRA r16 all-linear, gradient checkpointing, one CPU
 worker, the response-only loss. Prints one JSON line: loss (finite), whether every LoRA B matrix
 moved off zero, wall time, the worker's peak RSS and the plan's total for the same config on "cpu",
-and their ratio. Minutes per step on a laptop: a benchmark, not a CI test (the slow test
-tests/integration/test_train_2b_shapes.py runs the same path at 768 tokens, one step).
+and their ratio. Minutes per step on a laptop: a benchmark, not a CI test.
 """
 
 from __future__ import annotations
