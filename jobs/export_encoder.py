@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from squeez_ray.encoder import ship
-    from squeez_ray.encoder.onnx_export import calibrate_variant, export_checkpoint
+    from squeez_ray.encoder.onnx_export import export_checkpoint
     from squeez_ray.encoder.pruner import DEFAULT_MODEL_DIR
     from squeez_ray.schema import DataError, read_examples
 
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         info = export_checkpoint(checkpoint, args.out)
         dev_data = _dev_data(checkpoint, args.dev_data)
         if dev_data:
-            info["int8_calibration"] = calibrate_variant(args.out, read_examples(dev_data), "int8")
+            info["int8_calibration"] = ship.calibrate_variant(args.out, read_examples(dev_data), "int8")
             info["int8_calibration"]["dev_data"] = dev_data
         quality = None
         if args.eval_data:

@@ -219,7 +219,7 @@ def collect(config: CollectConfig) -> dict[str, Any]:
     """Run the collection job; returns the manifest it wrote to ``output_dir/manifest.json``."""
     import ray
 
-    from squeez_ray.collect.instances import read_instances
+    from squeez_ray.schema.instances import read_instances
     from squeez_ray.collect.sandbox import network_isolation
     from squeez_ray.config import to_dict
     from squeez_ray.io_utils import git_revision, write_json_atomic

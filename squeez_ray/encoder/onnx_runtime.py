@@ -17,8 +17,8 @@ import numpy as np
 
 from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
 from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
-from squeez_ray.encoder.pruner import ScoringPruner
 from squeez_ray.encoder.scoring import Forward, score_windows
+from squeez_ray.encoder.scoring_pruner import ScoringPruner
 from squeez_ray.encoder.tokens import LineTokenizer
 
 FP32_NAMES = ("float32", "fp32")

@@ -9,42 +9,15 @@ windowing, scoring, calibration and gap bridging; only the forward pass differs.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from squeez_ray.encoder.scoring_pruner import ScoringPruner
 from squeez_ray.infer.registry import BackendOptions
-from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
-from squeez_ray.spans import spans_from_line_numbers
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "default"
-
-
-class ScoringPruner(Pruner):
-    """Scores -> kept lines (threshold, gap bridging) -> results; subclasses supply ``score``."""
-
-    name = "encoder"
-    threshold = 0.5
-    settings = None
-
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        raise NotImplementedError
-
-    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        from squeez_ray.encoder.scoring import select_lines
-
-        started = time.perf_counter()
-        all_scores = self.score([(r.query, r.tool_output) for r in requests])
-        per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
-        results = []
-        for request, scores in zip(requests, all_scores):
-            kept = select_lines(scores, self.threshold, self.settings.bridge_gap)
-            results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
-                                       render_options=render_options, latency_ms=per_item_ms,
-                                       reason=None if kept else "no line scored above the threshold"))
-        return results
 
 
 class EncoderPruner(ScoringPruner):

@@ -102,3 +102,46 @@ def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any
         shutil.rmtree(target)
     staging.rename(target)
     return {p.name: p.stat().st_size for p in sorted(target.iterdir())}
+
+
+def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any]], variant: str = "int8"
+                      ) -> dict[str, Any]:
+    """Calibrate ``variant``'s own threshold on the dev rows, the way training calibrated fp32.
+
+    Quantised weights move every score a little, and the fp32 threshold then keeps a different set of
+    lines; re-running the checkpoint's calibration (same objective and kept-share cap) on the variant's
+    own scores puts it back on the operating point dev chose. Written to ``squeez_encoder.json``'s
+    ``variant_thresholds`` (atomically); returns the calibration point.
+    """
+    import numpy as np
+
+    from squeez_ray.encoder.data import line_labels
+    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.encoder.scoring import (
+        calibrate_threshold,
+        ranking_auc,
+        threshold_for_best_f1,
+        threshold_for_kept_share,
+    )
+    from squeez_ray.io_utils import write_json_atomic
+
+    model_dir = Path(model_dir)
+    if not dev_rows:
+        raise ValueError("cannot calibrate on an empty dev set")
+    pruner = OnnxEncoderPruner(model_dir, dtype=variant)
+    scores = pruner.score([(str(r["query"]), str(r["tool_output"])) for r in dev_rows])
+    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
+    settings_path = model_dir / ENCODER_CONFIG
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    reference = settings.calibration
+    if reference.get("objective") == "f1":
+        point = threshold_for_best_f1(scores, labels, settings.bridge_gap, reference.get("max_kept_share") or 0.1)
+    elif reference.get("target_kept_share"):
+        point = threshold_for_kept_share(scores, labels, reference["target_kept_share"])
+    else:
+        point = calibrate_threshold(scores, labels, reference.get("target_recall") or 0.8)
+    point["auc"] = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
+    settings.variant_thresholds[variant] = point["threshold"]
+    write_json_atomic(settings_path, settings.to_json())
+    return point

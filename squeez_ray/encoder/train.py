@@ -260,10 +260,11 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     staging.rename(output)
     if cfg.export_onnx:
         from squeez_ray.encoder.onnx_export import export_into_checkpoint
+        from squeez_ray.encoder.ship import calibrate_variant
 
-        exported = export_into_checkpoint(output, dev_rows)
-        manifest["onnx"] = exported["files"]
-        manifest["int8_calibration"] = exported.get("int8_calibration")
+        manifest["onnx"] = export_into_checkpoint(output)["files"]
+        # int8 scores shift: the int8 file gets its own threshold from the same dev rows
+        manifest["int8_calibration"] = calibrate_variant(output, dev_rows, "int8")
         write_json_atomic(output / "manifest.json", manifest)
     return manifest
 

@@ -83,7 +83,7 @@ def _is_pool(path: str) -> bool:
 def _tasks(instances: str | None) -> dict[str, str]:
     if not instances:
         return {}
-    from squeez_ray.collect.instances import read_instances
+    from squeez_ray.schema.instances import read_instances
 
     return {i["instance_id"]: i.get("problem_statement") or "" for i in read_instances(instances)}
 

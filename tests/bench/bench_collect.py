@@ -36,7 +36,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 def plain_loop(config) -> dict:
     import pyarrow as pa
 
-    from squeez_ray.collect.instances import read_instances
+    from squeez_ray.schema.instances import read_instances
     from squeez_ray.collect.pipeline import CollectWorker
 
     started = time.time()

@@ -100,7 +100,7 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
     import shutil
 
     from squeez_ray.encoder.model import EncoderSettings
-    from squeez_ray.encoder.onnx_export import calibrate_variant
+    from squeez_ray.encoder.ship import calibrate_variant
     from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
 
     _, onnx_dir = exported

@@ -8,10 +8,16 @@ from collections import Counter
 
 import pytest
 
-from squeez_ray.collect.instances import issue_identifiers, issue_paths, issue_urls, parse_patch, read_instances
+from squeez_ray.collect.instances import (
+    issue_identifiers,
+    issue_paths,
+    issue_urls,
+    parse_patch,
+)
 from squeez_ray.collect.plan import module_name, plan_calls
 from squeez_ray.collect.tools import TOOL_TYPES
 from squeez_ray.schema import DataError
+from squeez_ray.schema.instances import read_instances
 
 PATCH = """diff --git a/pkg/ops.py b/pkg/ops.py
 index 1..2 100644

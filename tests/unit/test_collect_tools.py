@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.collect.instances import read_instances
+from squeez_ray.schema.instances import read_instances
 from squeez_ray.collect.sandbox import UnsafePathError
 from squeez_ray.collect.tools import TOOL_TYPES, run_tool
 from squeez_ray.collect.toy import build_toy_dataset

@@ -9,7 +9,7 @@ from dataclasses import asdict
 import pyarrow as pa
 import pytest
 
-from squeez_ray.collect.instances import read_instances
+from squeez_ray.schema.instances import read_instances
 from squeez_ray.collect.pipeline import SHARD_DIR, CollectConfig, CollectWorker, done_commands
 from squeez_ray.collect.toy import build_toy_dataset
 from squeez_ray.schema import read_observations
