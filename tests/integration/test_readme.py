@@ -52,7 +52,7 @@ def test_readme_main_command_runs_the_whole_pipeline():
     assert "machinery" in run.stdout  # says plainly that the tiny model is not about quality
     summary = json.loads((REPO / "runs" / "quickstart" / "summary.json").read_text())
     metrics = json.loads(Path(summary["metrics"]).read_text())
-    assert {"squeez-pruner", "bm25", "first", "last", "random"} <= set(metrics["systems"])
+    assert {"squeez-pruner", "shipped-encoder", "bm25", "first", "last", "random"} <= set(metrics["systems"])
     assert Path(summary["plot"]).stat().st_size > 0 and Path(summary["report"]).exists()
     # Step 1 is jobs/sample_data.py's builder: the data it left is a real dataset training reads.
     check_sample_dataset(REPO / "runs" / "quickstart" / "data")
