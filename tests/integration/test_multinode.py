@@ -145,9 +145,10 @@ def test_collect_survives_losing_a_node(two_nodes, tmp_path):
     toy = build_toy_dataset(tmp_path / "toy", extra_instances=4)  # 6 instances, one shard each
 
     def config(out):
-        # Cheap tool types only: the point is where the work runs, not what the tools print.
+        # Cheap tool types only: the point is where the work runs, not what the tools print. No `ls`:
+        # it prints file times, and the two runs may check out in different minutes.
         return CollectConfig(instances=str(toy["instances"]), mirrors=str(toy["mirrors"]), output_dir=str(out),
-                             seed=3, min_calls=3, max_calls=3, tool_types=["read_file", "grep", "ls", "git_log"],
+                             seed=3, min_calls=3, max_calls=3, tool_types=["read_file", "grep", "git_log"],
                              workers=2, cpus_per_worker=ONE_PER_NODE, instances_per_shard=1, timeout_s=60)
 
     def content(out):
@@ -165,8 +166,9 @@ def test_collect_survives_losing_a_node(two_nodes, tmp_path):
     kill = two_nodes.kill_worker_when(lambda: any((out / SHARD_DIR).glob("part-*.parquet")), "CollectWorker")
     manifest = collect(config(out))
     two_nodes.check_kill(kill)
-    assert content(out) == content(reference) and len(content(out)) == 18
-    assert manifest["counts"]["observations_total"] == 18 and manifest["counts"]["instances_failed"] == 0
+    expected = content(reference)
+    assert content(out) == expected and len(expected) >= 12  # 6 instances, 2-3 distinct calls each
+    assert manifest["counts"]["observations_total"] == len(expected) and manifest["counts"]["instances_failed"] == 0
 
 
 # ---------------------------------------------------------------------------------------------------
