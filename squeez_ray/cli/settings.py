@@ -150,11 +150,22 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     problems = settings.validate()
     if problems:
         raise ConfigError(problems)
-    # Nothing configured at all: the encoder shipped in the package (ONNX, no torch). A model or a
-    # server set without a backend stays an error: which backend it is meant for is ambiguous.
-    if settings.backend is None and not settings.model and not settings.server_url:
-        settings.backend = DEFAULT_BACKEND
+    # Nothing configured at all: the encoder shipped in the package (ONNX, no torch). A model set
+    # without a backend is the encoder when its directory says so (squeez_encoder.json: only the
+    # encoder backend runs it); any other model or server stays an error, since vllm, transformers
+    # and openai could each be meant.
+    if settings.backend is None and not settings.server_url:
+        if not settings.model:
+            settings.backend = DEFAULT_BACKEND
+        elif _is_encoder_dir(settings.model):
+            settings.backend = "encoder"
     return settings
+
+
+def _is_encoder_dir(model: str) -> bool:
+    from squeez_ray.encoder.model import ENCODER_CONFIG
+
+    return (Path(model).expanduser() / ENCODER_CONFIG).is_file()
 
 
 def store_only_settings(store_dir: str | None, env: typing.Mapping[str, str] | None = None,

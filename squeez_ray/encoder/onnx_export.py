@@ -58,9 +58,24 @@ def _example_inputs():
     return (*pad_windows(rows, types, owner, 0), torch.arange(3))
 
 
+def use_eager_attention(model: Any) -> None:
+    """Export attention as plain MatMul + Add(mask) + Softmax, not as traced SDPA.
+
+    Traced ``scaled_dot_product_attention`` becomes, in every layer, an ``IsNaN`` + ``Where`` pass
+    over the batch x heads x tokens x tokens scores (its guard for fully masked rows, which line
+    windows never have). On a 2-core CPU those passes were 40% of the int8 graph's time: the eager
+    graph scores the same 300-line output 1.4x faster with the same scores (the parity test holds).
+    """
+    encoder = getattr(model, "encoder", model)
+    if hasattr(encoder, "set_attn_implementation"):
+        encoder.set_attn_implementation("eager")
+
+
 def export_fp32(model: Any, path: Path) -> None:
     import torch
     from torch.export import Dim
+
+    use_eager_attention(model)
 
     batch, tokens, lines = Dim("batch"), Dim("tokens"), Dim("lines")
     by_token = {0: batch, 1: tokens}

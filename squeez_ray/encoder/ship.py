@@ -64,7 +64,8 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
     return {
         "name": checkpoint.name, "kind": "squeez-encoder-onnx", "variant": variant, "description": description,
         "architecture": "BERT-style encoder + linear line head (mean of each line's tokens and its closing [SEP])",
-        "base_model": manifest.get("base_model"), "git_revision": manifest.get("git_revision"),
+        # the base as configured (a repo-relative path or hub id), not the trainer's absolute path
+        "base_model": config.get("base_model") or manifest.get("base_model"), "git_revision": manifest.get("git_revision"),
         "training_data": {"train": config.get("train_data"), "dev": config.get("dev_data"),
                           "counts": manifest.get("counts")},
         "recipe": {k: config.get(k) for k in ("epochs", "batch_size", "learning_rate", "head_learning_rate",

@@ -68,17 +68,21 @@ def first_byte_s(cmd: list[str], stdin: bytes, env: dict) -> float:
     proc.stdout.read(1)
     elapsed = time.perf_counter() - started
     proc.stdout.read()
-    proc.wait()
+    if proc.wait() != 0:  # squeez fails open (prints its input): time only a command that pruned
+        raise RuntimeError(f"{' '.join(cmd[:6])} ... exited {proc.returncode}")
     return elapsed
 
 
-def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp: Path) -> list[dict]:
+def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp: Path,
+                also: list[str] = ()) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
     env.update(HOME=str(tmp), SQUEEZ_STORE=str(tmp / "store"),
                PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]))
     commands = [("python -c pass", [sys.executable, "-c", "pass"]),
                 ("squeez --backend bm25", [*SQUEEZ, "--backend", "bm25", query]),
                 ("squeez (shipped ONNX default)", [*SQUEEZ, query])]
+    for model_dir in also:
+        commands.append((f"squeez --model {Path(model_dir).name} (ONNX)", [*SQUEEZ, "--model", model_dir, query]))
     if checkpoint:
         commands.append(("squeez --backend encoder (torch checkpoint)",
                          [*SQUEEZ, "--backend", "encoder", "--model", checkpoint, query]))
@@ -134,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "eval" / "public_cases.jsonl"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3, help="fresh processes per cold-start command")
+    parser.add_argument("--also", action="append", default=[], metavar="DIR",
+                        help="another ONNX encoder (e.g. the 3-layer runs/encoder/v3-l3): its cold start and int8 rows")
     parser.add_argument("--quick", action="store_true", help="no torch warm/bulk rows")
     parser.add_argument("--limit", type=int, help="only the first N cases (a loaded machine)")
     parser.add_argument("--out", help="write the rows as JSON here")
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     out: dict = {"cpus": os.cpu_count(), "threads": args.threads, "matmul_gflops_fp32": gflops}
     print("cold start to first output, 300-line output:")
     with tempfile.TemporaryDirectory() as tmp:
-        out["cold"] = cold_starts(probe[0], probe[1], args.checkpoint, args.runs, Path(tmp))
+        out["cold"] = cold_starts(probe[0], probe[1], args.checkpoint, args.runs, Path(tmp), args.also)
     print("warm (one process), bulk (all outputs in one call):")
     rows = []
     for dtype in ("int8", "float32"):
@@ -165,6 +171,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  onnx {dtype}: skipped ({error})")
             continue
         rows.append(warm_and_bulk(f"onnx {dtype}", pruner, cases, probe, gflops, config, serial=True))
+    for model_dir in args.also:
+        also_config = Path(model_dir) / "config.json"
+        rows.append(warm_and_bulk(f"onnx int8 {Path(model_dir).name}", OnnxEncoderPruner(model_dir, threads=args.threads),
+                                  cases, probe, gflops, json.loads(also_config.read_text()) if also_config.is_file() else None,
+                                  serial=True))
     if args.checkpoint and not args.quick:
         from squeez_ray.encoder.pruner import EncoderPruner
 

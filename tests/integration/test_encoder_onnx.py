@@ -75,6 +75,26 @@ def test_onnx_fp32_scores_match_torch_and_int8_stays_close(exported):
     assert len(reference[0]) == 302 and len(reference[2]) == 1
 
 
+def _op_types(path: Path) -> set[str]:
+    onnx = pytest.importorskip("onnx")
+    return {node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node}
+
+
+def test_exported_attention_is_plain_softmax_without_the_sdpa_nan_guard(exported):
+    # Traced SDPA adds IsNaN + Where over every layer's batch x heads x tokens x tokens scores:
+    # 40% of the shipped int8 graph's time on 2 cores. The export traces eager attention instead.
+    _, onnx_dir = exported
+    for name in ("model.onnx", "model.int8.onnx"):
+        ops = _op_types(onnx_dir / name)
+        assert "Softmax" in ops and "IsNaN" not in ops, (name, sorted(ops))
+
+
+@pytest.mark.skipif(not (REPO / "squeez_ray/models/default/model.int8.onnx").exists(),
+                    reason="no shipped default model in this checkout")
+def test_the_shipped_model_was_exported_with_plain_attention():
+    assert "IsNaN" not in _op_types(REPO / "squeez_ray/models/default/model.int8.onnx")
+
+
 def test_encoder_backend_picks_the_runtime_by_the_files(exported):
     from squeez_ray.infer.registry import build_pruner
     from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner

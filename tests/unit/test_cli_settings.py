@@ -100,6 +100,18 @@ def test_missing_model_message(tmp_path, values, expected):
     assert (message is None) if expected is None else (expected in message)
 
 
+def test_a_model_directory_that_is_an_encoder_needs_no_backend(tmp_path):
+    # `squeez --model runs/encoder/v3-l3 "q"`: the directory's squeez_encoder.json says which backend
+    encoder_dir = tmp_path / "enc"
+    encoder_dir.mkdir()
+    (encoder_dir / "squeez_encoder.json").write_text("{}")
+    resolved = settings.resolve({"model": str(encoder_dir)}, env={"HOME": str(tmp_path)})
+    assert resolved.backend == "encoder" and settings.missing_model_message(resolved) is None
+    other = tmp_path / "merged"  # a generative checkpoint could be vllm, transformers or openai's
+    other.mkdir()
+    assert settings.resolve({"model": str(other)}, env={"HOME": str(tmp_path)}).backend is None
+
+
 def test_an_unreadable_config_file_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read config file"):
         settings.resolve({}, env={"HOME": str(tmp_path)}, config_path=str(tmp_path))  # a folder
