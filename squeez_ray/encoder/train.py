@@ -153,7 +153,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
             step += 1
             epoch_steps += 1
             windows_seen += len(batch["input_ids"])
-            losses.append(float(loss))
+            losses.append(loss.detach().item())  # detached: converting a grad tensor warns every step
             if step % cfg["log_every"] == 0:
                 ray.train.report({"loss": losses[-1], "learning_rate": scheduler.get_last_lr()[0], "step": step,
                                   "epoch": epoch, "windows_per_s": windows_seen / (time.perf_counter() - started)})
