@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="directory to write the ONNX export into (replaced)")
     parser.add_argument("--dev-data", help="dev split to calibrate int8's own threshold on (default: the "
                         "checkpoint's dev data, from its manifest; 'none' keeps the fp32 threshold)")
+    parser.add_argument("--overlap-lines", type=int, help="lines shared by consecutive windows at inference, "
+                        "instead of the training value (fewer: faster, less context at window edges); "
+                        "both fp32 and int8 are then recalibrated on the dev data")
     parser.add_argument("--eval-data", help="labelled cases (JSONL) to measure torch / fp32 / int8 on")
     parser.add_argument("--no-torch-eval", action="store_true", help="skip the torch row of --eval-data")
     parser.add_argument("--ship", action="store_true", help="install the export as the package's default model")
@@ -41,14 +44,22 @@ def main(argv: list[str] | None = None) -> int:
 
     checkpoint = Path(args.checkpoint)
     try:
-        info = export_checkpoint(checkpoint, args.out)
         dev_data = _dev_data(checkpoint, args.dev_data)
+        if args.overlap_lines is not None and not dev_data:
+            raise ValueError("--overlap-lines changes the windows, so the thresholds must be recalibrated: "
+                             "give --dev-data (or a checkpoint whose manifest names its dev split)")
+        info = export_checkpoint(checkpoint, args.out)
+        if args.overlap_lines is not None:
+            info["window"] = ship.set_overlap(args.out, args.overlap_lines)
+            info["fp32_calibration"] = ship.calibrate_variant(args.out, read_examples(dev_data), "fp32")
         if dev_data:
             info["int8_calibration"] = ship.calibrate_variant(args.out, read_examples(dev_data), "int8")
             info["int8_calibration"]["dev_data"] = dev_data
         quality = None
         if args.eval_data:
-            quality = _measure(checkpoint, Path(args.out), args.eval_data, with_torch=not args.no_torch_eval)
+            # the torch checkpoint scores with its training windows: not comparable once they changed
+            with_torch = not args.no_torch_eval and args.overlap_lines is None
+            quality = _measure(checkpoint, Path(args.out), args.eval_data, with_torch=with_torch)
             info["quality"] = quality
             (Path(args.out) / "quality.json").write_text(json.dumps(quality, indent=2) + "\n")
         if args.ship:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -71,11 +72,15 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
                           "counts": manifest.get("counts")},
         "recipe": {k: config.get(k) for k in ("epochs", "batch_size", "learning_rate", "head_learning_rate",
                                               "window", "train_dtype", "num_workers", "calibration_objective",
-                                              "target_kept_share", "train_fraction", "keep_layers") if k in config},
+                                              "target_kept_share", "train_fraction", "keep_layers", "teacher_model",
+                                              "distill_weight") if k in config},
         "train_seconds": manifest.get("train_seconds"),
         "calibration_on_dev": {k: calibration.get(k) for k in ("threshold", "objective", "f1", "auc", "recall",
                                                               "precision", "kept_share", "negatives_empty")},
         "int8_threshold_on_dev": _int8_point(export_dir),
+        # what the runtime uses: the windows (overlap may differ from training's) and each variant's threshold
+        "inference_window": json.loads((export_dir / "squeez_encoder.json").read_text()).get("window"),
+        "thresholds_on_dev": json.loads((export_dir / "squeez_encoder.json").read_text()).get("variant_thresholds"),
         "quality": {"data": eval_data, "note": "evaluation only: never used for training, calibration or tuning",
                     "systems": quality} if quality else None,
         "files": sorted(p.name for p in export_dir.iterdir() if p.is_file()),
@@ -104,6 +109,29 @@ def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any
         shutil.rmtree(target)
     staging.rename(target)
     return {p.name: p.stat().st_size for p in sorted(target.iterdir())}
+
+
+def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
+    """Score with ``overlap_lines`` lines shared by consecutive windows instead of the training value.
+
+    Overlap is an inference choice (each line is scored in every window holding it, and keeps its
+    best score), so it trades edge context for speed: 4 -> 2 lines scores ~15% fewer tokens. The
+    thresholds calibrated under the old windows no longer apply, so the caller recalibrates every
+    variant on dev afterwards (``calibrate_variant``); the old ones are dropped here, never kept stale.
+    """
+    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.io_utils import write_json_atomic
+
+    if overlap_lines < 0:
+        raise ValueError(f"overlap_lines must be >= 0, got {overlap_lines}")
+    settings_path = Path(export_dir) / ENCODER_CONFIG
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    trained = settings.window.overlap_lines
+    settings.window = replace(settings.window, overlap_lines=overlap_lines)
+    settings.variant_thresholds = {}
+    settings.calibration = {**settings.calibration, "trained_overlap_lines": trained}
+    write_json_atomic(settings_path, settings.to_json())
+    return settings.to_json()["window"]
 
 
 def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any]], variant: str = "int8"

@@ -157,6 +157,46 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
         calibrate_variant(folder, [], "int8")
 
 
+def test_a_new_window_overlap_drops_stale_thresholds_and_each_variant_is_recalibrated(exported, tmp_path):
+    # Overlap is an inference choice (fewer shared lines: fewer tokens scored); thresholds calibrated
+    # under the training windows no longer apply, so they go and dev sets new ones for both files.
+    import shutil
+
+    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.encoder.ship import calibrate_variant, set_overlap
+    from squeez_ray.encoder.scoring import windows_for
+
+    _, onnx_dir = exported
+    folder = shutil.copytree(onnx_dir, tmp_path / "onnx")
+    before = OnnxEncoderPruner(folder)
+    n_before = len(windows_for(before.tokenizer, *PAIRS[0], before.settings.window)[1])
+    calibrate_variant(folder, [{"query": PAIRS[0][0], "tool_output": OUTPUT, "gold_spans": [[300, 302]]}], "int8")
+    assert set_overlap(folder, 0)["overlap_lines"] == 0
+    written = json.loads((folder / "squeez_encoder.json").read_text())
+    assert written["variant_thresholds"] == {} and written["calibration"]["trained_overlap_lines"] == 4
+    after = OnnxEncoderPruner(folder)
+    assert len(windows_for(after.tokenizer, *PAIRS[0], after.settings.window)[1]) < n_before
+    dev = [{"query": PAIRS[0][0], "tool_output": OUTPUT, "gold_spans": [{"start_line": 300, "end_line": 302}]}]
+    fp32 = calibrate_variant(folder, dev, "fp32")["threshold"]
+    int8 = calibrate_variant(folder, dev, "int8")["threshold"]
+    assert OnnxEncoderPruner(folder, dtype="float32").threshold == fp32
+    assert OnnxEncoderPruner(folder).threshold == int8
+    with pytest.raises(ValueError, match="overlap_lines"):
+        set_overlap(folder, -1)
+
+
+def test_export_job_refuses_a_new_overlap_without_dev_data_to_recalibrate_on(exported, tmp_path, capsys):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_encoder_job", REPO / "jobs" / "export_encoder.py")
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    checkpoint, _ = exported
+    code = job.main(["--checkpoint", str(checkpoint), "--out", str(tmp_path / "out"), "--overlap-lines", "2",
+                     "--dev-data", "none"])
+    assert code == 2 and "--dev-data" in capsys.readouterr().err and not (tmp_path / "out").exists()
+
+
 def _squeez_modules(args: list[str], stdin: bytes, tmp_path: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
     env.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"),
