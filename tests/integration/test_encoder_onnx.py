@@ -163,8 +163,8 @@ def test_a_new_window_overlap_drops_stale_thresholds_and_each_variant_is_recalib
     import shutil
 
     from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
-    from squeez_ray.encoder.ship import calibrate_variant, set_overlap
     from squeez_ray.encoder.scoring import windows_for
+    from squeez_ray.encoder.ship import calibrate_variant, set_overlap
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")
