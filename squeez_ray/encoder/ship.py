@@ -62,6 +62,9 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     config = manifest.get("config", {})
     calibration = manifest.get("calibration", {})
+    # what the runtime uses: the windows (overlap may differ from training's) and each variant's threshold
+    settings = json.loads((export_dir / "squeez_encoder.json").read_text())
+    thresholds = settings.get("variant_thresholds") or {}
     return {
         "name": checkpoint.name, "kind": "squeez-encoder-onnx", "variant": variant, "description": description,
         "architecture": "BERT-style encoder + linear line head (mean of each line's tokens and its closing [SEP])",
@@ -77,20 +80,13 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
         "train_seconds": manifest.get("train_seconds"),
         "calibration_on_dev": {k: calibration.get(k) for k in ("threshold", "objective", "f1", "auc", "recall",
                                                               "precision", "kept_share", "negatives_empty")},
-        "int8_threshold_on_dev": _int8_point(export_dir),
-        # what the runtime uses: the windows (overlap may differ from training's) and each variant's threshold
-        "inference_window": json.loads((export_dir / "squeez_encoder.json").read_text()).get("window"),
-        "thresholds_on_dev": json.loads((export_dir / "squeez_encoder.json").read_text()).get("variant_thresholds"),
+        "int8_threshold_on_dev": thresholds.get("int8"),  # int8's own dev threshold (calibrate_variant)
+        "inference_window": settings.get("window"),
+        "thresholds_on_dev": settings.get("variant_thresholds"),
         "quality": {"data": eval_data, "note": "evaluation only: never used for training, calibration or tuning",
                     "systems": quality} if quality else None,
         "files": sorted(p.name for p in export_dir.iterdir() if p.is_file()),
     }
-
-
-def _int8_point(export_dir: Path) -> float | None:
-    """int8's own dev threshold (``calibrate_variant``), when the export has one."""
-    settings = json.loads((export_dir / "squeez_encoder.json").read_text())
-    return settings.get("variant_thresholds", {}).get("int8")
 
 
 def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any]) -> dict[str, int]:
@@ -130,8 +126,9 @@ def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
     settings.window = replace(settings.window, overlap_lines=overlap_lines)
     settings.variant_thresholds = {}
     settings.calibration = {**settings.calibration, "trained_overlap_lines": trained}
-    write_json_atomic(settings_path, settings.to_json())
-    return settings.to_json()["window"]
+    written = settings.to_json()
+    write_json_atomic(settings_path, written)
+    return written["window"]
 
 
 def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any]], variant: str = "int8"

@@ -211,14 +211,14 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.config import to_dict
-    from squeez_ray.encoder.model import EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
 
     started = time.perf_counter()
     base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
     teacher = _resolve_base_model(cfg.teacher_model) if cfg.teacher_model else None
-    if teacher and not (Path(teacher) / "squeez_encoder.json").is_file():
+    if teacher and not (Path(teacher) / ENCODER_CONFIG).is_file():
         raise ValueError(f"teacher_model: {cfg.teacher_model} is not a trained squeez encoder checkpoint")
     train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
     # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
@@ -234,7 +234,8 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     steps_per_epoch = math.ceil(n_windows / (cfg.batch_size * cfg.num_workers))
     if cfg.max_steps >= 0:
         steps_per_epoch = min(steps_per_epoch, cfg.max_steps)
-    loop_config = {**to_dict(cfg), "base_model": base, "teacher_model": teacher, "pos_weight": pos_weight, "steps_per_epoch": steps_per_epoch}
+    loop_config = {**to_dict(cfg), "base_model": base, "teacher_model": teacher, "pos_weight": pos_weight,
+                   "steps_per_epoch": steps_per_epoch}
     trainer = TorchTrainer(
         _train_loop, train_loop_config=loop_config, datasets={"train": dataset},
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
