@@ -9,7 +9,7 @@ A label row (JSONL, one per example)::
 second labelling used for agreement). The checks are LABELLING.md's: the output exists in the pool
 and was not edited, a non-empty query that names no line number and does not quote the answer whole,
 spans in range, sorted, disjoint and not touching, a negative has no gold and a positive has some,
-gold at most half of the output, outputs of at least 5 lines, no duplicate example, at most two
+gold at most half of the output, outputs of at least 5 lines, no duplicate example, at most four
 examples of one output per pass.
 """
 
@@ -28,7 +28,8 @@ DIFFICULTIES = ("easy", "medium", "semantic", "negative")
 MAX_QUERY_CHARS = 300
 MIN_OUTPUT_LINES = 5
 MAX_GOLD_SHARE = 0.5
-MAX_EXAMPLES_PER_OUTPUT = 2  # per pass: more would let one output dominate its source
+MAX_EXAMPLES_PER_OUTPUT = 4  # per pass: more would let one output dominate its source; fewer leaves
+# too few queries over one output's look-alike blocks to teach localisation (issue #23)
 # "line 12", "lines 3-4", "L12", "foo.py:12": a query never points at a position in the output.
 _LINE_NUMBER = re.compile(r"\blines?\s*#?\d+|\bL\d+\b|\b[\w-]+\.\w{1,6}:\d+\b", re.IGNORECASE)
 
@@ -152,7 +153,7 @@ def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[st
             count_key = (key[0], key[2])
             per_output[count_key] = per_output.get(count_key, 0) + 1
             if per_output[count_key] > MAX_EXAMPLES_PER_OUTPUT:
-                found.append(("output_id", f"a {MAX_EXAMPLES_PER_OUTPUT + 1}rd example of this output in pass "
+                found.append(("output_id", f"example {MAX_EXAMPLES_PER_OUTPUT + 1} of this output in pass "
                                            f"{key[2]} (at most {MAX_EXAMPLES_PER_OUTPUT})"))
             if found:
                 problems += [LabelProblem(str(path), index, f, m) for f, m in found]

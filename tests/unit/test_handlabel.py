@@ -159,14 +159,16 @@ def test_file_teacher_makes_one_example_per_label_and_leaves_unlabelled_rows():
     assert file_label(working, stale)[0]["reject_reason"] == INVALID_LABEL
 
 
-def test_an_output_gets_at_most_two_examples_per_pass(tmp_path):
+def test_an_output_gets_at_most_four_examples_per_pass(tmp_path):
     row = pool_row()
     path = tmp_path / "labels.jsonl"
-    rows = [label(row, query=q) for q in ("which test fails", "what is skipped", "how long did it take")]
+    queries = ("which test fails", "what is skipped", "how long did it take", "Which plugin is loaded?",
+               "Why was the run slow?")
+    rows = [label(row, query=q) for q in queries]
     rows.append(label(row, query="which test fails", **{"pass": "B", "labeller": "B/test"}))
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     good, problems = check_label_files([path], {row["output_id"]: row})
-    assert len(good) == 3 and [p.row for p in problems] == [3] and "at most 2" in problems[0].message
+    assert len(good) == 5 and [p.row for p in problems] == [5] and "at most 4" in problems[0].message
 
 
 def test_ecosystem_collector_rows_are_pool_rows_and_short_outputs_are_dropped(tmp_path):
