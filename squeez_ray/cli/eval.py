@@ -97,7 +97,3 @@ def _evaluate(args: argparse.Namespace, argv: list[str]) -> dict:
     bulk = BulkSettings(workers=args.workers, batch_size=args.examples_per_batch,
                         cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
     return evaluate_bulk(args.data, systems, args.out, bulk=bulk, **common)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

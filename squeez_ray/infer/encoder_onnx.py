@@ -15,11 +15,11 @@ from typing import Sequence
 
 import numpy as np
 
-from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
-from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
-from squeez_ray.encoder.scoring import Forward, score_windows
-from squeez_ray.encoder.scoring_pruner import ScoringPruner
-from squeez_ray.encoder.tokens import LineTokenizer
+from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+from squeez_ray.infer.encoder_scoring import Forward, score_windows
+from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
+from squeez_ray.infer.encoder_tokens import LineTokenizer
+from squeez_ray.train.encoder_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
 FP32_NAMES = ("float32", "fp32")
 

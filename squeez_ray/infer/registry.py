@@ -49,7 +49,7 @@ BACKENDS: dict[str, str] = {
     "transformers": "squeez_ray.infer.hf_engine:build_transformers",
     "openai": "squeez_ray.infer.openai_engine:build_openai",
     "server": "squeez_ray.infer.server_client:build_server",
-    "encoder": "squeez_ray.encoder.pruner:build_encoder",
+    "encoder": "squeez_ray.infer.encoder_pruner:build_encoder",
 }
 
 

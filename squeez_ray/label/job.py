@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squeez_ray.errors import JobError
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 from squeez_ray.label.stages import to_example
 from squeez_ray.ray_init import init_ray
-from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ def _read_observations(path: str) -> list[dict[str, Any]]:
     from squeez_ray.schema import read_observations
 
     if _is_pool(path):
-        from squeez_ray.handlabel.pool import as_observation, read_pool
+        from squeez_ray.collect.pool import as_observation, read_pool
 
         return [as_observation(row) for row in read_pool(path).values()]
     return read_observations(path)

@@ -50,7 +50,7 @@ def _example_inputs():
     """Two windows of different lengths (padding present), so no axis is specialised to a constant."""
     import torch
 
-    from squeez_ray.encoder.windows import pad_windows
+    from squeez_ray.infer.encoder_windows import pad_windows
 
     rows = [[101, 2054, 102, 7, 8, 102, 9, 102, 10, 11, 12, 102], [101, 2054, 102, 7, 102, 9, 102]]
     types = [[0, 0, 0] + [1] * (len(r) - 3) for r in rows]
@@ -102,8 +102,8 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, *, int8: bool
     into place). Returns what was written, with sizes."""
     import torch
 
-    from squeez_ray.encoder.model import ENCODER_CONFIG, load_scorer
-    from squeez_ray.encoder.tokens import line_tokenizer
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.infer.encoder_tokens import line_tokenizer
 
     checkpoint, out = Path(checkpoint), Path(out_dir)
     if not (checkpoint / ENCODER_CONFIG).exists():

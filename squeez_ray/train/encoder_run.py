@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.encoder.windows import WindowSpec
+from squeez_ray.infer.encoder_windows import WindowSpec
 from squeez_ray.ray_init import init_ray
 
 
@@ -101,15 +101,15 @@ def _truncate_layers(model: Any, keep: int | None) -> None:
 
 
 def _train_loop(cfg: dict[str, Any]) -> None:
-    import torch
     import ray.train
     import ray.train.torch
+    import torch
     from ray.train import Checkpoint
     from transformers import get_linear_schedule_with_warmup
 
-    from squeez_ray.encoder.data import collate
-    from squeez_ray.encoder.loss import line_loss
-    from squeez_ray.encoder.model import load_scorer
+    from squeez_ray.infer.encoder_model import load_scorer
+    from squeez_ray.train.encoder_data import collate
+    from squeez_ray.train.encoder_loss import line_loss
 
     torch.manual_seed(cfg["seed"])
     if not cfg["use_gpu"]:  # Ray sets OMP threads to the worker's CPUs; make torch agree explicitly
@@ -183,7 +183,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
 def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str):
     import ray
 
-    from squeez_ray.encoder.data import WindowTokenizer
+    from squeez_ray.train.encoder_data import WindowTokenizer
 
     items = [{"query": r["query"], "tool_output": r["tool_output"], "gold_spans": r.get("gold_spans") or []}
              for r in rows]
@@ -211,7 +211,13 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.config import to_dict
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.infer.encoder_model import (
+        ENCODER_CONFIG,
+        EncoderSettings,
+        default_base_model,
+        load_scorer,
+        save_scorer,
+    )
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
 
@@ -278,8 +284,8 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         shutil.rmtree(output)
     staging.rename(output)
     if cfg.export_onnx:
-        from squeez_ray.encoder.onnx_export import export_into_checkpoint
-        from squeez_ray.encoder.ship import calibrate_variant
+        from squeez_ray.train.encoder_export import export_into_checkpoint
+        from squeez_ray.train.encoder_ship import calibrate_variant
 
         manifest["onnx"] = export_into_checkpoint(output)["files"]
         # int8 scores shift: the int8 file gets its own threshold from the same dev rows
@@ -313,8 +319,7 @@ def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: l
     ranking AUC, and the same per tool type."""
     import numpy as np
 
-    from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.scoring import (
+    from squeez_ray.infer.encoder_scoring import (
         breakdown_by_group,
         calibrate_threshold,
         calibration_curve,
@@ -323,6 +328,7 @@ def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: l
         threshold_for_best_f1,
         threshold_for_kept_share,
     )
+    from squeez_ray.train.encoder_data import line_labels
 
     scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
     labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
@@ -344,7 +350,7 @@ def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
 
     Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
     """
-    from squeez_ray.encoder.model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, load_scorer
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.schema import read_examples
 

@@ -91,8 +91,8 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
 
 def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any]) -> dict[str, int]:
     """Copy one ONNX variant + tokenizer + settings + card into ``target`` (atomically replaced)."""
-    from squeez_ray.encoder.model import ENCODER_CONFIG
-    from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
+    from squeez_ray.train.encoder_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
     onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -115,7 +115,7 @@ def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
     thresholds calibrated under the old windows no longer apply, so the caller recalibrates every
     variant on dev afterwards (``calibrate_variant``); the old ones are dropped here, never kept stale.
     """
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
     from squeez_ray.io_utils import write_json_atomic
 
     if overlap_lines < 0:
@@ -142,16 +142,16 @@ def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any
     """
     import numpy as np
 
-    from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
-    from squeez_ray.encoder.scoring import (
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder_scoring import (
         calibrate_threshold,
         ranking_auc,
         threshold_for_best_f1,
         threshold_for_kept_share,
     )
     from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.train.encoder_data import line_labels
 
     model_dir = Path(model_dir)
     if not dev_rows:
