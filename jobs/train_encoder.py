@@ -18,7 +18,8 @@ from squeez_ray.train.encoder_run import EncoderTrainConfig
 
 
 def work(config: EncoderTrainConfig, args) -> Outcome:
-    from squeez_ray.train.encoder_run import recalibrate, train_encoder
+    from squeez_ray.train.encoder_calibration import recalibrate
+    from squeez_ray.train.encoder_run import train_encoder
 
     if args.recalibrate:
         calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share,

@@ -1,5 +1,5 @@
 """Export a trained encoder checkpoint to ONNX: encoder + line head + sigmoid as one graph, plus an
-int8 dynamically quantised copy, with everything the torch-free runtime (``onnx_runtime``) reads.
+int8 dynamically quantised copy, with everything the torch-free runtime (``infer/encoder_onnx``) reads.
 
 An exported directory holds:
 
@@ -23,9 +23,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-ONNX_FP32 = "model.onnx"
-ONNX_INT8 = "model.int8.onnx"
-TOKENIZER_FILE = "tokenizer.json"
+from squeez_ray.infer.encoder_onnx import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids", "line_of_token", "lines"]
 OPSET = 18
 

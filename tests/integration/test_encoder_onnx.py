@@ -136,7 +136,7 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
 
     from squeez_ray.infer.encoder_model import EncoderSettings
     from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.train.encoder_ship import calibrate_variant
+    from squeez_ray.train.encoder_calibration import calibrate_variant
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")
@@ -164,7 +164,7 @@ def test_a_new_window_overlap_drops_stale_thresholds_and_each_variant_is_recalib
 
     from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
     from squeez_ray.infer.encoder_scoring import windows_for
-    from squeez_ray.train.encoder_ship import calibrate_variant, set_overlap
+    from squeez_ray.train.encoder_calibration import calibrate_variant, set_overlap
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")

@@ -82,7 +82,7 @@ def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tm
     import json
 
     from squeez_ray.schema import write_examples
-    from squeez_ray.train.encoder_run import recalibrate
+    from squeez_ray.train.encoder_calibration import recalibrate
 
     model, tokenizer, _ = load_scorer(tiny_encoder)
     save_scorer(model, tokenizer, EncoderSettings(threshold=0.0, base_model="tiny"), tmp_path / "ckpt")
