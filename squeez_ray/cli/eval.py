@@ -18,10 +18,16 @@ import argparse
 import logging
 import sys
 
-from squeez_ray.infer.registry import BACKENDS, BackendError, add_backend_arguments, backend_options_from_args
+from squeez_ray.infer.registry import (
+    BACKENDS,
+    BASELINES,
+    BackendError,
+    add_backend_arguments,
+    backend_options_from_args,
+)
 from squeez_ray.runner import add_config_arguments, parse_flags
 
-DEFAULT_SYSTEMS = ("bm25", "first", "last", "random")
+DEFAULT_SYSTEMS = BASELINES
 
 
 def positive_int(text: str) -> int:

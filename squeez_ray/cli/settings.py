@@ -26,11 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import ConfigError, load_config
-from squeez_ray.infer.registry import BACKENDS, BackendOptions
+from squeez_ray.infer.registry import BACKENDS, MODEL_BACKENDS, SERVER_BACKENDS, BackendOptions
 
-# Backends that need a local checkpoint, and those that need a server.
-MODEL_BACKENDS = ("vllm", "transformers", "encoder")
-SERVER_BACKENDS = ("openai", "server")
 # With no backend, model or server configured: the encoder shipped in the package (squeez_ray/models/default).
 DEFAULT_BACKEND = "encoder"
 

@@ -35,13 +35,12 @@ from squeez_ray.evaluate.runner import (
     write_evaluation,
 )
 from squeez_ray.infer.base import PruneRequest
-from squeez_ray.infer.registry import BackendOptions, build_pruner
+from squeez_ray.infer.registry import MODEL_BACKENDS, BackendOptions, build_pruner
 from squeez_ray.io_utils import write_text_atomic
 from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 PARTS_DIR = "bulk_parts"  # <out>/bulk_parts/<label>/<cache key>/part-*.jsonl
-MODEL_BACKENDS = ("vllm", "transformers", "encoder")  # the ones that get --gpus-per-worker
 
 
 @dataclass
@@ -147,7 +146,7 @@ def _run_system(spec: SystemSpec, options: BackendOptions, bulk: BulkSettings, p
     items = [{"example_index": i, "example": json.dumps(examples[i], ensure_ascii=False)} for i in todo]
     blocks = max(1, min(len(items), -(-len(items) // bulk.batch_size)))
     dataset = ray.data.from_items(items, override_num_blocks=blocks)
-    gpus = bulk.gpus_per_worker if spec.backend in MODEL_BACKENDS else 0
+    gpus = bulk.gpus_per_worker if spec.backend in MODEL_BACKENDS else 0  # a model's workers get the GPUs
     dataset = dataset.map_batches(SystemWorker, fn_constructor_kwargs={"spec": spec, "options": options,
                                                                        "parts_dir": str(parts_dir)},
                                   batch_size=bulk.batch_size, compute=ray.data.ActorPoolStrategy(size=bulk.workers),
