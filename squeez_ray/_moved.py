@@ -53,6 +53,8 @@ MOVED: dict[str, str] = {
     "squeez_ray.dataset.sources": "squeez_ray.collect.sources.source_tree",
     "squeez_ray.dataset.packages": "squeez_ray.collect.sources.packages",
     "squeez_ray.dataset.scratch": "squeez_ray.collect.sources.scratch",
+    "squeez_ray.train.plan": "squeez_ray.train.memory_plan",
+    "squeez_ray.evaluate.runner": "squeez_ray.evaluate.local",
 }
 
 # old packages that no longer exist as a whole: importing one gives an empty package, so that its

@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None, prog: str = "squeez eval") -> int:
 
 
 def _evaluate(args: argparse.Namespace, argv: list[str]) -> dict:
-    from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+    from squeez_ray.evaluate.local import SystemSpec, evaluate_to_dir
 
     systems = [SystemSpec.parse(s) for s in (args.system or DEFAULT_SYSTEMS)]
     unknown = [s.backend for s in systems if s.backend not in BACKENDS]

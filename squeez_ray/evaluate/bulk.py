@@ -3,7 +3,7 @@ pruner held by a Ray Data actor pool (an in-cluster vLLM engine per actor, a tra
 per actor, or HTTP clients of a Serve / OpenAI-compatible endpoint whose in-flight requests are
 bounded by ``--workers`` x ``max_concurrency``).
 
-Scoring and reports are the single-machine code (``runner.score_row``, ``runner.write_evaluation``),
+Scoring and reports are the single-machine code (``local.score_row``, ``local.write_evaluation``),
 so the numbers are identical by construction. Each actor writes the rows of every batch it scores
 as one part file at once, so a killed run restarts where it stopped: examples already scored for a
 system (same examples, backend and options) are skipped.
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.evaluate.runner import (
+from squeez_ray.evaluate.local import (
     SystemSpec,
     examples_fingerprint,
     public_options,

@@ -33,7 +33,7 @@ def kept_line_agreement(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Ma
 def measure(examples: Sequence[Mapping[str, Any]], systems: Mapping[str, Any]) -> dict[str, Any]:
     """Evaluate pruners (label -> Pruner) on the examples: each one's summary, and the kept-line
     agreement of every ONNX variant with the torch checkpoint when one is given as ``torch``."""
-    from squeez_ray.evaluate.runner import run_evaluation, summarize_systems
+    from squeez_ray.evaluate.local import run_evaluation, summarize_systems
 
     rows = run_evaluation(examples, systems)
     by_system = {label: [r for r in rows if r["system"] == label] for label in systems}

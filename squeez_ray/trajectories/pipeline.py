@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.errors import JobError
-from squeez_ray.evaluate.runner import token_counter
+from squeez_ray.evaluate.local import token_counter
 from squeez_ray.infer.registry import BACKENDS, BackendOptions, build_pruner
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.ray_init import init_ray

@@ -63,7 +63,7 @@ def window_tokens(pruner, cases) -> tuple[int, int]:
 
 def quality(results, cases) -> dict[str, float]:
     from squeez_ray.evaluate.metrics import summarize
-    from squeez_ray.evaluate.runner import score_row
+    from squeez_ray.evaluate.local import score_row
 
     overall = summarize([score_row(c, r, system="x", example_index=i) for i, (c, r) in enumerate(zip(cases, results))])
     return {k: overall[k] for k in ("f1", "precision", "recall", "compression", "negatives_empty")}
