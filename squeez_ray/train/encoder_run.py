@@ -63,7 +63,7 @@ class EncoderTrainConfig:
     log_every: int = 10  # steps between progress lines
     seed: int = 0  # seeds weights of the head, sampling and data order
     # Add model.onnx / model.int8.onnx to the checkpoint (encoder_onnx.export_into_checkpoint): the
-    # `encoder` backend then runs it on ONNX Runtime, without torch (ENCODER.md, "Runtimes").
+    # `encoder` backend then runs it on ONNX Runtime, without torch (docs/ENCODER.md, "Using it").
     export_onnx: bool = True
 
     def validate(self) -> list[str]:
