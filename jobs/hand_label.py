@@ -34,9 +34,9 @@ def _label_files(paths: list[str]) -> list[Path]:
 
 
 def render(args: argparse.Namespace) -> int:
-    from squeez_ray.collect.pool import read_pool
     from squeez_ray.label.hand_batches import blind_sample, plan_batches, write_batches
     from squeez_ray.label.hand_labels import read_label_rows
+    from squeez_ray.collect.pool import read_pool
 
     pool = read_pool(args.pool)
     labels = [raw for f in _label_files(args.labels or []) if f.exists() for _, raw in read_label_rows(f)[0]]
@@ -70,8 +70,8 @@ def render(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from squeez_ray.collect.pool import read_pool
     from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.collect.pool import read_pool
 
     files = _label_files(args.files)
     good, problems = check_label_files(files, read_pool(args.pool))
@@ -91,11 +91,11 @@ def merge(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """Agreement (blind pass B vs pass A, rule teacher vs hand) and the datasheet, from the stored set."""
-    from squeez_ray.collect.pool import read_pool
-    from squeez_ray.dataset.datasheet import load_built, render_datasheet
-    from squeez_ray.io_utils import write_json_atomic, write_text_atomic
     from squeez_ray.label.hand_agreement import blind_agreement, rule_agreement
+    from squeez_ray.dataset.datasheet import load_built, render_datasheet
     from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.collect.pool import read_pool
+    from squeez_ray.io_utils import write_json_atomic, write_text_atomic
 
     data = Path(args.data)
     pool = read_pool(data / "outputs.parquet")

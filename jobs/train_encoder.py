@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from squeez_ray.runner import Outcome, job_parser, run_job
 from squeez_ray.train.encoder_run import EncoderTrainConfig
+from squeez_ray.runner import Outcome, job_parser, run_job
 
 
 def work(config: EncoderTrainConfig, args) -> Outcome:

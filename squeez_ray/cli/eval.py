@@ -18,13 +18,7 @@ import argparse
 import logging
 import sys
 
-from squeez_ray.infer.registry import (
-    BACKENDS,
-    BASELINES,
-    BackendError,
-    add_backend_arguments,
-    backend_options_from_args,
-)
+from squeez_ray.infer.registry import BACKENDS, BASELINES, BackendError, add_backend_arguments, backend_options_from_args
 from squeez_ray.runner import add_config_arguments, parse_flags
 
 DEFAULT_SYSTEMS = BASELINES

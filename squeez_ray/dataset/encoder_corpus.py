@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.collect.sources.packages import PackageRunConfig, PackageSpec, observe_package, read_observations
-from squeez_ray.collect.sources.source_tree import CallBudget
 from squeez_ray.config import to_dict
 from squeez_ray.dataset.build import BuildConfig, build_from_examples
+from squeez_ray.collect.sources.packages import PackageRunConfig, PackageSpec, observe_package, read_observations
+from squeez_ray.collect.sources.source_tree import CallBudget
 
 log = logging.getLogger(__name__)
 
@@ -65,9 +65,9 @@ class EncoderDataConfig:
 
 
 def build_encoder_data(config: EncoderDataConfig) -> dict[str, Any]:
+    from squeez_ray.dataset.sample import REPO_ROOT
     from squeez_ray.collect.sources.scratch import make_projects
     from squeez_ray.collect.sources.source_tree import SourceTree, plan_calls, run_calls
-    from squeez_ray.dataset.sample import REPO_ROOT
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.label.pipeline import label_rows_with_rules
     from squeez_ray.label.stages import to_example

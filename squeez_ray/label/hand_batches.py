@@ -13,8 +13,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.io_utils import write_text_atomic
 from squeez_ray.label.hand_render import render_batch
+from squeez_ray.io_utils import write_text_atomic
 
 
 def plan_batches(rows: Iterable[Mapping[str, Any]], *, max_outputs: int = 40, max_lines: int = 8000,

@@ -17,10 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.errors import JobError
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 from squeez_ray.label.stages import to_example
 from squeez_ray.ray_init import init_ray
+from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 

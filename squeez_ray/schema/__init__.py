@@ -9,22 +9,10 @@
 prompt/response), ``files`` the JSONL / Parquet / ``datasets`` readers and writers.
 """
 
-from squeez_ray.schema.contracts import (
-                                         LABELLED_FIELDS,
-                                         LABELLED_SCHEMA,
-                                         OBSERVATION_FIELDS,
-                                         OBSERVATION_SCHEMA,
-                                         DataError,
-                                         check_example,
-                                         check_observation,
-)
-from squeez_ray.schema.files import (
-                                         read_examples,
-                                         read_observations,
-                                         write_examples,
-                                         write_observations,
-)
-from squeez_ray.schema.formats import FORMATS, to_cases_row, to_squeez_row
+from squeez_ray.schema.contracts import (LABELLED_FIELDS, LABELLED_SCHEMA, OBSERVATION_FIELDS, OBSERVATION_SCHEMA,
+                                         DataError, check_example, check_observation)
+from squeez_ray.schema.files import read_examples, read_observations, write_examples, write_observations
+from squeez_ray.schema.formats import FORMATS, locate_lines, to_cases_row, to_squeez_row
 from squeez_ray.schema.importing import ImportSummary, import_examples
 
 __all__ = [

@@ -19,23 +19,9 @@ from typing import Any
 import pyarrow as pa
 
 from squeez_ray.io_utils import atomic_path
-from squeez_ray.schema.contracts import (
-    LABELLED_FIELDS,
-    LABELLED_SCHEMA,
-    OBSERVATION_FIELDS,
-    OBSERVATION_SCHEMA,
-    DataError,
-    check_example,
-    check_observation,
-    warn_ignored_columns,
-)
-from squeez_ray.schema.formats import (
-    FORMATS,
-    detect_format,
-    from_row,
-    to_cases_row,
-    to_squeez_row,
-)
+from squeez_ray.schema.contracts import (LABELLED_FIELDS, LABELLED_SCHEMA, OBSERVATION_FIELDS, OBSERVATION_SCHEMA,
+                                         DataError, check_example, check_observation, warn_ignored_columns)
+from squeez_ray.schema.formats import FORMATS, detect_format, from_row, to_cases_row, to_squeez_row
 
 # (file the row came from, 1-based row number in that file, the row as read)
 RawRow = tuple[str, int, Any]

@@ -18,19 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.prompt import (
-    DEFAULT_SYSTEM_PROMPT,
-    cut_query,
-    parse_target,
-    render_prompt,
-    render_target,
-)
-from squeez_ray.schema.contracts import (
-    DataError,
-    RowChecker,
-    check_example,
-    locate_lines,
-)
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, cut_query, parse_target, render_prompt, render_target
+from squeez_ray.schema.contracts import DataError, RowChecker, check_example, locate_lines
 from squeez_ray.spans import kept_text, split_lines
 
 FORMATS = ("canonical", "cases", "squeez", "encoder")

@@ -210,13 +210,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.config import to_dict
-    from squeez_ray.infer.encoder_model import (
-        ENCODER_CONFIG,
-        EncoderSettings,
-        default_base_model,
-        load_scorer,
-        save_scorer,
-    )
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
     from squeez_ray.train.encoder_calibration import calibrate_on_dev

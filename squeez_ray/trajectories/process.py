@@ -19,18 +19,14 @@ from typing import Any, Literal
 from squeez_ray.infer.base import Pruner, PruneRequest, RenderOptions
 from squeez_ray.io_utils import write_bytes_atomic, write_json_atomic
 from squeez_ray.trajectories.base import Observation, TrajectoryParseError
+from squeez_ray.trajectories.resume import input_digest
 from squeez_ray.trajectories.detect import (
     ADAPTERS,
     detect_format,
     looks_like_trajectory,
 )
-from squeez_ray.trajectories.resume import (
-    STATE_DIR,
-    file_sha256,
-    input_digest,
-    marker_path,
-)
 from squeez_ray.trajectories.verify import check_written
+from squeez_ray.trajectories.resume import STATE_DIR, file_sha256, marker_path  # the done markers live with resume
 
 log = logging.getLogger(__name__)
 

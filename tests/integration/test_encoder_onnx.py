@@ -28,9 +28,9 @@ HEAVY = ("torch", "transformers")
 def exported(tmp_path_factory):
     """(torch checkpoint, ONNX export) of a tiny random encoder whose threshold keeps about half the lines."""
     from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.train.encoder_export import export_checkpoint
     from squeez_ray.infer.encoder_scoring import score_lines
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
-    from squeez_ray.train.encoder_export import export_checkpoint
 
     tmp = tmp_path_factory.mktemp("encoder-onnx")
     model, tokenizer, _ = load_scorer(build_tiny_encoder(tmp / "base"))
@@ -111,10 +111,10 @@ def test_the_shipped_model_was_exported_with_plain_attention():
 
 
 def test_encoder_backend_picks_the_runtime_by_the_files(exported):
-    from squeez_ray.infer.base import PruneRequest
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
     from squeez_ray.infer.encoder_pruner import EncoderPruner
-    from squeez_ray.infer.registry import build_pruner
+    from squeez_ray.infer.base import PruneRequest
 
     checkpoint, onnx_dir = exported
     torch_pruner = build_pruner("encoder", model=str(checkpoint), dtype="float32")
@@ -135,8 +135,8 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
     import shutil
 
     from squeez_ray.infer.encoder_model import EncoderSettings
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
     from squeez_ray.train.encoder_calibration import calibrate_variant
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")

@@ -24,13 +24,13 @@ def _examples(n: int, seed: int) -> list[dict]:
 
 @pytest.mark.slow
 def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
+    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.config import load_config
     from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
     from squeez_ray.infer.encoder_scoring import score_lines
-    from squeez_ray.infer.registry import build_pruner
+    from squeez_ray.train.encoder_run import EncoderTrainConfig, train_encoder
     from squeez_ray.schema import write_examples
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
-    from squeez_ray.train.encoder_run import EncoderTrainConfig, train_encoder
 
     base = build_tiny_encoder(tmp_path / "base")
     # a trained checkpoint to distil from (the runs use the 6-layer v3): exercises the teacher path

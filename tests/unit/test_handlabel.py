@@ -6,12 +6,12 @@ import json
 
 import pytest
 
-from squeez_ray.collect.pool import check_pool_row, make_output_id, read_pool, write_pool
-from squeez_ray.collect.sources.reserved import is_reserved, reserved_use
-from squeez_ray.label.file_teacher import INVALID_LABEL, NO_LABEL, file_label
 from squeez_ray.label.hand_batches import plan_batches
 from squeez_ray.label.hand_labels import check_label, check_label_files
+from squeez_ray.collect.pool import check_pool_row, make_output_id, read_pool, write_pool
 from squeez_ray.label.hand_render import render_output
+from squeez_ray.collect.sources.reserved import is_reserved, reserved_use
+from squeez_ray.label.file_teacher import INVALID_LABEL, NO_LABEL, file_label
 from squeez_ray.label.stages import WORKING_DEFAULTS
 from squeez_ray.schema import DataError
 

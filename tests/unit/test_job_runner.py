@@ -28,12 +28,12 @@ def _job(name: str):
 def _config_classes() -> dict[str, type]:
     from squeez_ray.collect.pipeline import CollectConfig
     from squeez_ray.dataset.build import BuildConfig
-    from squeez_ray.dataset.encoder_corpus import EncoderDataConfig
     from squeez_ray.dataset.synthesize import SynthesizeConfig
+    from squeez_ray.dataset.encoder_corpus import EncoderDataConfig
+    from squeez_ray.train.encoder_run import EncoderTrainConfig
     from squeez_ray.label.job import LabelConfig
     from squeez_ray.quickstart import QuickstartConfig
     from squeez_ray.train.config import TrainConfig
-    from squeez_ray.train.encoder_run import EncoderTrainConfig
 
     return {"bench_qwen35_2b_random": TrainConfig, "build_dataset": BuildConfig, "collect": CollectConfig,
             "encoder_data": EncoderDataConfig, "encoder_minilm": EncoderTrainConfig,

@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
 from squeez_ray.infer.registry import build_pruner
-from squeez_ray.trajectories.process import RepruneSettings, process_units
+from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
+from squeez_ray.trajectories.process import (
+    RepruneSettings,
+    process_units,
+)
 from squeez_ray.trajectories.resume import is_done, marker_path
 
 SWE = "swe-agent/pydicom__pydicom-1458.traj"
