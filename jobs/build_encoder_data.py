@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sys
 
-from squeez_ray.encoder.corpus import EncoderDataConfig, build_encoder_data
+from squeez_ray.dataset.encoder_corpus import EncoderDataConfig, build_encoder_data
 from squeez_ray.runner import Outcome, job_parser, run_job
 
 
@@ -28,7 +28,7 @@ def work(config: EncoderDataConfig, args) -> Outcome:
 
 def main(argv: list[str] | None = None) -> int:
     parser = job_parser(__doc__, EncoderDataConfig, config_required=True,
-                        config_help="YAML (fields of squeez_ray.encoder.corpus.EncoderDataConfig)",
+                        config_help="YAML (fields of squeez_ray.dataset.encoder_corpus.EncoderDataConfig)",
                         overrides_example="min_packages=3")
     return run_job("build_encoder_data", work, argv, parser=parser, config_cls=EncoderDataConfig,
                    errors=(RuntimeError,))

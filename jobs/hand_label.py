@@ -1,8 +1,8 @@
 """Hand labelling: render batches of collected outputs for a labeller, check label files, merge them.
 
     # 1. collect real outputs into a pool (JSONL or Parquet; see docs/HANDLABEL.md)
-    python -m squeez_ray.handlabel.python_pool --cache runs/encoder_data_cache --repo . --out runs/handlabel/pool/python.jsonl
-    python -m squeez_ray.handlabel.ecosystems --out runs/handlabel/pool/ecosystems.jsonl
+    python jobs/collect_pool.py python --cache runs/encoder_data_cache --repo . --out runs/handlabel/pool/python.jsonl
+    python jobs/collect_pool.py ecosystems --out runs/handlabel/pool/ecosystems.jsonl
     # 2. batches to read: numbered lines, tool, command (outputs already labelled are left out)
     python jobs/hand_label.py render --pool runs/handlabel/pool --labels data/handlabel/labels --out runs/handlabel/batches
     # 3. a labeller writes labels/batch-007.A.jsonl by reading batch-007.txt; check it as often as you like
@@ -28,15 +28,15 @@ from squeez_ray.runner import Outcome, run_job
 
 
 def _label_files(paths: list[str]) -> list[Path]:
-    from squeez_ray.handlabel.labels import label_files
+    from squeez_ray.label.hand_labels import label_files
 
     return label_files(paths)
 
 
 def render(args: argparse.Namespace) -> int:
-    from squeez_ray.handlabel.batches import blind_sample, plan_batches, write_batches
-    from squeez_ray.handlabel.labels import read_label_rows
-    from squeez_ray.handlabel.pool import read_pool
+    from squeez_ray.label.hand_batches import blind_sample, plan_batches, write_batches
+    from squeez_ray.label.hand_labels import read_label_rows
+    from squeez_ray.collect.pool import read_pool
 
     pool = read_pool(args.pool)
     labels = [raw for f in _label_files(args.labels or []) if f.exists() for _, raw in read_label_rows(f)[0]]
@@ -70,8 +70,8 @@ def render(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from squeez_ray.handlabel.labels import check_label_files
-    from squeez_ray.handlabel.pool import read_pool
+    from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.collect.pool import read_pool
 
     files = _label_files(args.files)
     good, problems = check_label_files(files, read_pool(args.pool))
@@ -82,7 +82,7 @@ def check(args: argparse.Namespace) -> int:
 
 
 def merge(args: argparse.Namespace) -> int:
-    from squeez_ray.handlabel.merge import merge_labels
+    from squeez_ray.dataset.hand_merge import merge_labels
 
     summary = merge_labels(args.pool, _label_files(args.labels), args.out, strict=not args.skip_bad, seed=args.seed)
     print(json.dumps(summary, indent=2))
@@ -91,10 +91,10 @@ def merge(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """Agreement (blind pass B vs pass A, rule teacher vs hand) and the datasheet, from the stored set."""
-    from squeez_ray.handlabel.agreement import blind_agreement, rule_agreement
-    from squeez_ray.handlabel.datasheet import load_built, render_datasheet
-    from squeez_ray.handlabel.labels import check_label_files
-    from squeez_ray.handlabel.pool import read_pool
+    from squeez_ray.label.hand_agreement import blind_agreement, rule_agreement
+    from squeez_ray.dataset.datasheet import load_built, render_datasheet
+    from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.collect.pool import read_pool
     from squeez_ray.io_utils import write_json_atomic, write_text_atomic
 
     data = Path(args.data)

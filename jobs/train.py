@@ -33,7 +33,7 @@ def work(config: TrainConfig, args) -> Outcome:
 def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) -> bool:
     """Print the plan (always with --plan); True ends the job, JobError refuses a plan that cannot fit."""
     from squeez_ray.train.devices import detect_device, named_device
-    from squeez_ray.train.plan import plan_memory
+    from squeez_ray.train.memory_plan import plan_memory
 
     device, note = (named_device(device_name), "") if device_name else (detect_device(), "")
     if device is None:
@@ -53,7 +53,7 @@ def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) 
 
 def main(argv: list[str] | None = None) -> int:
     from squeez_ray.train.devices import UnknownDevice
-    from squeez_ray.train.plan import PlanError
+    from squeez_ray.train.memory_plan import PlanError
 
     parser = job_parser(__doc__, TrainConfig, config_required=True, config_help="YAML config (jobs/configs/*.yaml)",
                         overrides_example="train.max_steps=4 run.name=try2")

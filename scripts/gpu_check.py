@@ -52,7 +52,7 @@ def train_stage(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from squeez_ray.config import load_config
     from squeez_ray.train.config import TrainConfig
     from squeez_ray.train.devices import cpu_device, detect_device
-    from squeez_ray.train.plan import plan_memory
+    from squeez_ray.train.memory_plan import plan_memory
     from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
     data = write_jsonl(synthetic_rows(16 if args.dry_run else 64, filler_lines=0 if args.dry_run else 4000),

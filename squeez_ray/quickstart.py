@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from squeez_ray.infer.registry import BASELINES
 from squeez_ray.ray_init import init_ray
 from squeez_ray.errors import JobError
 
@@ -42,8 +43,7 @@ class QuickstartConfig:
     eval_limit: int = 30  # examples per system; the tiny model on CPU is the slow one
     # Systems evaluated beside the tiny trained model: the encoder shipped in the package (a model that
     # prunes, on ONNX Runtime, no training needed) and the heuristics.
-    baselines: list[str] = field(default_factory=lambda: ["encoder=shipped-encoder", "bm25", "first", "last",
-                                                          "random"])
+    baselines: list[str] = field(default_factory=lambda: ["encoder=shipped-encoder", *BASELINES])
     tiny_model: bool = True  # print the "machinery, not quality" notice
 
     def validate(self) -> list[str]:

@@ -18,10 +18,10 @@ import argparse
 import logging
 import sys
 
-from squeez_ray.infer.registry import BACKENDS, BackendError, add_backend_arguments, backend_options_from_args
+from squeez_ray.infer.registry import BACKENDS, BASELINES, BackendError, add_backend_arguments, backend_options_from_args
 from squeez_ray.runner import add_config_arguments, parse_flags
 
-DEFAULT_SYSTEMS = ("bm25", "first", "last", "random")
+DEFAULT_SYSTEMS = BASELINES
 
 
 def positive_int(text: str) -> int:
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None, prog: str = "squeez eval") -> int:
 
 
 def _evaluate(args: argparse.Namespace, argv: list[str]) -> dict:
-    from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+    from squeez_ray.evaluate.local import SystemSpec, evaluate_to_dir
 
     systems = [SystemSpec.parse(s) for s in (args.system or DEFAULT_SYSTEMS)]
     unknown = [s.backend for s in systems if s.backend not in BACKENDS]
@@ -97,7 +97,3 @@ def _evaluate(args: argparse.Namespace, argv: list[str]) -> dict:
     bulk = BulkSettings(workers=args.workers, batch_size=args.examples_per_batch,
                         cpus_per_worker=args.cpus_per_worker, gpus_per_worker=args.gpus_per_worker)
     return evaluate_bulk(args.data, systems, args.out, bulk=bulk, **common)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,11 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import ConfigError, load_config
-from squeez_ray.infer.registry import BACKENDS, BackendOptions
+from squeez_ray.infer.registry import BACKENDS, MODEL_BACKENDS, SERVER_BACKENDS, BackendOptions
 
-# Backends that need a local checkpoint, and those that need a server.
-MODEL_BACKENDS = ("vllm", "transformers", "encoder")
-SERVER_BACKENDS = ("openai", "server")
 # With no backend, model or server configured: the encoder shipped in the package (squeez_ray/models/default).
 DEFAULT_BACKEND = "encoder"
 
@@ -163,7 +160,7 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
 
 
 def _is_encoder_dir(model: str) -> bool:
-    from squeez_ray.encoder.model import ENCODER_CONFIG
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
 
     return (Path(model).expanduser() / ENCODER_CONFIG).is_file()
 

@@ -2,7 +2,7 @@
 SWE-bench-format instances file whose patches and tests really apply.
 
 Used by the collection tests, the benchmark and the local demo in docs/DATA.md
-(``python -m squeez_ray.collect.toy OUT_DIR``). The issue texts carry hostile strings on purpose
+(``python jobs/toy_data.py OUT_DIR``). The issue texts carry hostile strings on purpose
 (shell metacharacters, ``../`` paths, an unreachable URL) so every run exercises the sandbox.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 REPO = "toy/calc"
@@ -123,10 +122,3 @@ def build_toy_dataset(out: str | Path, *, extra_instances: int = 0) -> dict[str,
     instances_path = out / "instances.jsonl"
     instances_path.write_text("".join(json.dumps(row) + "\n" for row in instances))
     return {"src": src, "mirrors": mirrors, "instances": instances_path}
-
-
-if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m squeez_ray.collect.toy OUT_DIR (must not exist)")
-    for name, path in build_toy_dataset(sys.argv[1]).items():
-        print(f"{name}: {path}")

@@ -27,8 +27,8 @@ from typing import Any
 
 from squeez_ray.config import to_dict
 from squeez_ray.dataset.build import BuildConfig, build_from_examples
-from squeez_ray.dataset.scratch import make_projects
-from squeez_ray.dataset.sources import (CallBudget, SourceTree, directory_tree, installed_package_trees, plan_calls,
+from squeez_ray.collect.sources.scratch import make_projects
+from squeez_ray.collect.sources.source_tree import (CallBudget, SourceTree, directory_tree, installed_package_trees, plan_calls,
                                         run_calls)
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@ pruner held by a Ray Data actor pool (an in-cluster vLLM engine per actor, a tra
 per actor, or HTTP clients of a Serve / OpenAI-compatible endpoint whose in-flight requests are
 bounded by ``--workers`` x ``max_concurrency``).
 
-Scoring and reports are the single-machine code (``runner.score_row``, ``runner.write_evaluation``),
+Scoring and reports are the single-machine code (``local.score_row``, ``local.write_evaluation``),
 so the numbers are identical by construction. Each actor writes the rows of every batch it scores
 as one part file at once, so a killed run restarts where it stopped: examples already scored for a
 system (same examples, backend and options) are skipped.
@@ -24,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.evaluate.runner import (
+from squeez_ray.evaluate.local import (
     SystemSpec,
     examples_fingerprint,
     public_options,
@@ -35,13 +35,12 @@ from squeez_ray.evaluate.runner import (
     write_evaluation,
 )
 from squeez_ray.infer.base import PruneRequest
-from squeez_ray.infer.registry import BackendOptions, build_pruner
+from squeez_ray.infer.registry import MODEL_BACKENDS, BackendOptions, build_pruner
 from squeez_ray.io_utils import write_text_atomic
 from squeez_ray.ray_init import init_ray
 
 log = logging.getLogger(__name__)
 PARTS_DIR = "bulk_parts"  # <out>/bulk_parts/<label>/<cache key>/part-*.jsonl
-MODEL_BACKENDS = ("vllm", "transformers", "encoder")  # the ones that get --gpus-per-worker
 
 
 @dataclass
@@ -147,7 +146,7 @@ def _run_system(spec: SystemSpec, options: BackendOptions, bulk: BulkSettings, p
     items = [{"example_index": i, "example": json.dumps(examples[i], ensure_ascii=False)} for i in todo]
     blocks = max(1, min(len(items), -(-len(items) // bulk.batch_size)))
     dataset = ray.data.from_items(items, override_num_blocks=blocks)
-    gpus = bulk.gpus_per_worker if spec.backend in MODEL_BACKENDS else 0
+    gpus = bulk.gpus_per_worker if spec.backend in MODEL_BACKENDS else 0  # a model's workers get the GPUs
     dataset = dataset.map_batches(SystemWorker, fn_constructor_kwargs={"spec": spec, "options": options,
                                                                        "parts_dir": str(parts_dir)},
                                   batch_size=bulk.batch_size, compute=ray.data.ActorPoolStrategy(size=bulk.workers),

@@ -49,8 +49,14 @@ BACKENDS: dict[str, str] = {
     "transformers": "squeez_ray.infer.hf_engine:build_transformers",
     "openai": "squeez_ray.infer.openai_engine:build_openai",
     "server": "squeez_ray.infer.server_client:build_server",
-    "encoder": "squeez_ray.encoder.pruner:build_encoder",
+    "encoder": "squeez_ray.infer.encoder_pruner:build_encoder",
 }
+# What a backend needs besides the query and the output. The CLI, squeez eval, bulk evaluation and
+# Serve read these groups; none keeps a list of backend names of its own.
+MODEL_BACKENDS = ("vllm", "transformers", "encoder")  # a checkpoint (--model); bulk evaluation gives them GPUs
+SHIPPED_MODEL_BACKENDS = ("encoder",)  # ... of which these run the model in the package when none is named
+SERVER_BACKENDS = ("openai", "server")  # a server to call (--server-url)
+BASELINES = ("bm25", "first", "last", "random")  # no model: what squeez eval compares by default ("none" keeps all)
 
 
 class BackendError(ValueError):

@@ -60,7 +60,7 @@ def _read_observations(path: str) -> list[dict[str, Any]]:
     from squeez_ray.schema import read_observations
 
     if _is_pool(path):
-        from squeez_ray.handlabel.pool import as_observation, read_pool
+        from squeez_ray.collect.pool import as_observation, read_pool
 
         return [as_observation(row) for row in read_pool(path).values()]
     return read_observations(path)

@@ -6,9 +6,10 @@ clean canonical dict or a ``DataError`` that names the file, the row and the fie
 
 from __future__ import annotations
 
+import bisect
 import logging
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -218,3 +219,38 @@ def warn_ignored_columns(columns: set[str], known: tuple[str, ...], path: str | 
 def _short(value: Any, limit: int = 60) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def locate_lines(target: Sequence[str], source: Sequence[str], checker: RowChecker, *,
+                 field: str = "response") -> list[int]:
+    """1-based source line numbers of the target lines, each found after the previous one.
+
+    Earliest match first (which finds a match whenever one exists in order); a line that differs
+    only in trailing whitespace is accepted because some exports strip it. Anything else is an error:
+    a target line that is not in the source would make the label a lie.
+    """
+    exact: dict[str, list[int]] = {}
+    loose: dict[str, list[int]] = {}
+    for i, line in enumerate(source):
+        exact.setdefault(line, []).append(i)
+        loose.setdefault(line.rstrip(), []).append(i)
+    found: list[int] = []
+    previous = -1
+    for k, line in enumerate(target, 1):
+        index = _first_after(exact.get(line), previous)
+        if index is None:
+            index = _first_after(loose.get(line.rstrip()), previous)
+        if index is None:
+            where = f"after source line {previous + 1}" if previous >= 0 else "anywhere"
+            raise checker.error(field, f"target line {k} {line[:80]!r} is not a line of the tool output "
+                                            f"({where}); targets must copy source lines verbatim and in order")
+        found.append(index + 1)
+        previous = index
+    return found
+
+
+def _first_after(positions: list[int] | None, previous: int) -> int | None:
+    if not positions:
+        return None
+    at = bisect.bisect_right(positions, previous)
+    return positions[at] if at < len(positions) else None

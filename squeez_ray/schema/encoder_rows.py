@@ -1,7 +1,7 @@
 """The released encoder rows: ``task``, ``tool_output``, ``relevant_lines`` (the kept lines as text).
 
 The rows hold no line numbers, so positions are recovered by matching the relevant lines, in order,
-against the output's lines (``formats.locate_lines``: exact first, then ignoring trailing
+against the output's lines (``contracts.locate_lines``: exact first, then ignoring trailing
 whitespace). Repeated lines can leave a position open: a line is *ambiguous* when the earliest and
 the latest in-order placement differ (every valid placement lies between them, so equal means
 certain). The earliest placement is kept and the ambiguous lines are counted, never hidden.
@@ -13,8 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.schema.contracts import RowChecker, check_example
-from squeez_ray.schema.formats import locate_lines
+from squeez_ray.schema.contracts import RowChecker, check_example, locate_lines
 from squeez_ray.spans import kept_text, split_lines
 
 ENCODER_COLUMNS = frozenset({"task", "tool_output", "relevant_lines"})

@@ -88,7 +88,7 @@ class ServeAppConfig:
     auth_token_env: str = TOKEN_ENV  # bearer token read from this variable in the API replicas; unset: no auth
 
     def validate(self) -> list[str]:
-        from squeez_ray.infer.registry import BACKENDS, BackendOptions
+        from squeez_ray.infer.registry import BACKENDS, MODEL_BACKENDS, SHIPPED_MODEL_BACKENDS, BackendOptions
 
         problems = []
         if self.backend != MODEL_BACKEND and self.backend not in BACKENDS:
@@ -96,8 +96,9 @@ class ServeAppConfig:
                             f"{', '.join(sorted(BACKENDS))})")
         if self.backend == "server":
             problems.append("backend: 'server' would call this service itself; choose the model or a local backend")
-        # (the encoder without a model runs the one shipped in the package)
-        if self.backend in (MODEL_BACKEND, "transformers") and not self.resolved_model():
+        needs_model = self.backend == MODEL_BACKEND or (self.backend in MODEL_BACKENDS
+                                                        and self.backend not in SHIPPED_MODEL_BACKENDS)
+        if needs_model and not self.resolved_model():
             problems.append(f"model: backend {self.backend!r} needs a checkpoint directory "
                             f"(set model: in args or ${MODEL_ENV})")
         allowed = set(BackendOptions.__dataclass_fields__)

@@ -5,7 +5,7 @@ a query whose answer is a known block of lines, plus negatives (the answer is no
 learnable by a tiny model in a few dozen steps, which is what the CPU runs need; it is not a
 substitute for the real data set (jobs/configs/qwen35_2b_lora.yaml reads that).
 
-    python -m squeez_ray.train.synthetic data/synthetic/train.jsonl --n 64
+    python jobs/synthetic_data.py data/synthetic/train.jsonl --n 64
 """
 
 from __future__ import annotations
@@ -112,7 +112,3 @@ def main(argv: list[str] | None = None) -> int:
     write_jsonl(synthetic_rows(args.n, seed=args.seed, filler_lines=args.filler_lines), args.out)
     print(args.out)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

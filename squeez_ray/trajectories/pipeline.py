@@ -22,19 +22,17 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.infer.registry import BACKENDS, BackendOptions, build_pruner
-from squeez_ray.evaluate.runner import token_counter
+from squeez_ray.evaluate.local import token_counter
 from squeez_ray.io_utils import git_revision, write_json_atomic, write_text_atomic
 from squeez_ray.errors import JobError
 from squeez_ray.trajectories import report as report_mod
 from squeez_ray.ray_init import init_ray
 from squeez_ray.trajectories.detect import ADAPTERS
-from squeez_ray.trajectories.resume import redo_reason
+from squeez_ray.trajectories.resume import STATE_DIR, is_done, redo_reason
 from squeez_ray.trajectories.tree import InputTree, copy_link, scan_tree
 from squeez_ray.trajectories.process import (
-    STATE_DIR,
     RepruneSettings,
     chars_over_4,
-    is_done,
     process_units,
 )
 

@@ -6,7 +6,6 @@ all call ``process_units``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -27,11 +26,11 @@ from squeez_ray.trajectories.detect import (
     looks_like_trajectory,
 )
 from squeez_ray.trajectories.verify import check_written
+from squeez_ray.trajectories.resume import STATE_DIR, file_sha256, marker_path  # the done markers live with resume
 
 log = logging.getLogger(__name__)
 
 QuerySource = Literal["thought", "action", "task", "fixed"]
-STATE_DIR = ".reprune-state"  # done-markers and temporary directories, inside the output tree
 # Test hook: seconds to sleep before writing each unit, so a test can kill a run mid-way.
 DELAY_ENV = "SQUEEZ_REPRUNE_DELAY_PER_FILE_S"
 
@@ -165,7 +164,7 @@ def process_units(units: list[str], pruner: Pruner, settings: RepruneSettings,
     for stats in stats_list:
         stats.seconds = round(per_unit, 4)
         write_json_atomic(marker_path(settings.output_dir, stats.unit), asdict(stats) | {
-            "output_sha256": _sha256(Path(settings.output_dir) / stats.unit)})
+            "output_sha256": file_sha256(Path(settings.output_dir) / stats.unit)})
     return stats_list
 
 
@@ -237,10 +236,6 @@ def _prune_chunk(pruner: Pruner, requests: list[PruneRequest], render: RenderOpt
     return [_prune_chunk(pruner, [request], render)[0] for request in requests]
 
 
-def marker_path(output_dir: str, unit: str) -> Path:
-    return Path(output_dir) / STATE_DIR / "done" / f"{unit}.json"
-
-
 def _write(adapter: Any, doc: Any, stats: UnitStats, settings: RepruneSettings) -> int:
     unit = stats.unit
     target = Path(settings.output_dir) / unit
@@ -288,28 +283,3 @@ def _size(path: Path) -> int:
     if path.is_dir():
         return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
     return path.stat().st_size
-
-
-def _sha256(path: Path) -> str | None:
-    if not path.is_file():
-        return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def is_done(output_dir: str, unit: str) -> dict[str, Any] | None:
-    """The marker's stats when ``unit``'s output exists and matches it, else None (redo the unit)."""
-    import json
-
-    marker = marker_path(output_dir, unit)
-    if not marker.is_file():
-        return None
-    try:
-        stats = json.loads(marker.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError):
-        return None
-    target = Path(output_dir) / unit
-    if not target.exists():
-        return None
-    if target.is_file() and stats.get("output_sha256") != _sha256(target):
-        return None
-    return stats

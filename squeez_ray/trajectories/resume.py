@@ -6,8 +6,11 @@ rerun."""
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
+from typing import Any
 
+STATE_DIR = ".reprune-state"  # done-markers and temporary directories, inside the output tree
 _CHUNK = 1 << 20
 
 
@@ -35,8 +38,6 @@ def _file_digest(path: Path) -> str:
 
 def redo_reason(output_dir: str, input_dir: str, unit: str) -> str | None:
     """None when ``unit`` is done, else why it must be (re)done."""
-    from squeez_ray.trajectories.process import is_done
-
     record = is_done(output_dir, unit)
     if record is None:
         return "new"
@@ -45,3 +46,30 @@ def redo_reason(output_dir: str, input_dir: str, unit: str) -> str | None:
     if record.get("failed"):
         return "retrying failed observations"
     return None
+
+
+def marker_path(output_dir: str, unit: str) -> Path:
+    return Path(output_dir) / STATE_DIR / "done" / f"{unit}.json"
+
+
+def file_sha256(path: Path) -> str | None:
+    if not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def is_done(output_dir: str, unit: str) -> dict[str, Any] | None:
+    """The marker's stats when ``unit``'s output exists and matches it, else None (redo the unit)."""
+    marker = marker_path(output_dir, unit)
+    if not marker.is_file():
+        return None
+    try:
+        stats = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    target = Path(output_dir) / unit
+    if not target.exists():
+        return None
+    if target.is_file() and stats.get("output_sha256") != file_sha256(target):
+        return None
+    return stats

@@ -51,7 +51,7 @@ def flops_per_token(config, context: int) -> float:
 
 
 def window_tokens(pruner, cases) -> tuple[int, int]:
-    from squeez_ray.encoder.scoring import windows_for
+    from squeez_ray.infer.encoder_scoring import windows_for
 
     tokens = windows = 0
     for case in cases:
@@ -63,7 +63,7 @@ def window_tokens(pruner, cases) -> tuple[int, int]:
 
 def quality(results, cases) -> dict[str, float]:
     from squeez_ray.evaluate.metrics import summarize
-    from squeez_ray.evaluate.runner import score_row
+    from squeez_ray.evaluate.local import score_row
 
     overall = summarize([score_row(c, r, system="x", example_index=i) for i, (c, r) in enumerate(zip(cases, results))])
     return {k: overall[k] for k in ("f1", "precision", "recall", "compression", "negatives_empty")}
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from squeez_ray.encoder.pruner import EncoderPruner
+    from squeez_ray.infer.encoder_pruner import EncoderPruner
     from squeez_ray.schema import read_examples
 
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)

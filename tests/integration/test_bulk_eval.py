@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.bulk import PARTS_DIR, BulkSettings, evaluate_bulk
-from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+from squeez_ray.evaluate.local import SystemSpec, evaluate_to_dir
 
 SYSTEMS = [SystemSpec.parse("bm25"), SystemSpec.parse("first=first-10%")]
 TIMING = {"latency_ms"}  # wall-clock fields differ between any two runs

@@ -10,7 +10,7 @@ import pytest
 
 from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.bulk import BulkSettings, evaluate_bulk
-from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+from squeez_ray.evaluate.local import SystemSpec, evaluate_to_dir
 
 LIMIT = 3
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.dataset.packages import GENERATED_TEST, PackageSpec, git_history, import_names, prepare_tree
-from squeez_ray.dataset.sources import CallBudget
+from squeez_ray.collect.sources.packages import GENERATED_TEST, PackageSpec, git_history, import_names, prepare_tree
+from squeez_ray.collect.sources.source_tree import CallBudget
 
 PACKAGES = ["iniconfig", "mdurl", "cachetools"]  # small pure-Python packages the venv installs anyway
 
@@ -32,7 +32,7 @@ def _flat_checkout(module: str, root: Path) -> Path:
 
 def _config(tmp_path: Path, packages: list[PackageSpec], **extra):
     from squeez_ray.config import load_config
-    from squeez_ray.encoder.corpus import EncoderDataConfig
+    from squeez_ray.dataset.encoder_corpus import EncoderDataConfig
 
     data = {"output_dir": str(tmp_path / "out"), "cache_dir": str(tmp_path / "cache"), "min_packages": 3,
             "scratch_projects": 1, "packages": [p.__dict__ for p in packages],
@@ -44,7 +44,7 @@ def _config(tmp_path: Path, packages: list[PackageSpec], **extra):
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    from squeez_ray.encoder.corpus import build_encoder_data
+    from squeez_ray.dataset.encoder_corpus import build_encoder_data
 
     tmp = tmp_path_factory.mktemp("encoder-data")
     specs = [PackageSpec(name, "0.0.local", local_dir=str(_flat_checkout(name, tmp / "src"))) for name in PACKAGES]
@@ -78,7 +78,7 @@ def test_builds_splits_from_real_tool_runs_over_each_package(built):
 
 
 def test_rerun_reuses_cached_observations(built):
-    from squeez_ray.encoder.corpus import build_encoder_data
+    from squeez_ray.dataset.encoder_corpus import build_encoder_data
 
     tmp, config, first = built
     cached = {p: p.stat().st_mtime_ns for p in (tmp / "cache" / "observations").glob("*.jsonl")}
@@ -88,7 +88,7 @@ def test_rerun_reuses_cached_observations(built):
 
 
 def test_a_broken_package_is_reported_and_too_few_packages_fail(tmp_path):
-    from squeez_ray.encoder.corpus import build_encoder_data
+    from squeez_ray.dataset.encoder_corpus import build_encoder_data
 
     good = PackageSpec("mdurl", "0.0.local", local_dir=str(_flat_checkout("mdurl", tmp_path / "src")))
     missing = PackageSpec("nowhere", "1.0", local_dir=str(tmp_path / "does-not-exist"))

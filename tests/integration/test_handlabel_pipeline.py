@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from squeez_ray.config import load_config
-from squeez_ray.handlabel.datasheet import load_built
-from squeez_ray.handlabel.merge import merge_labels
-from squeez_ray.handlabel.pool import read_pool, write_pool
+from squeez_ray.dataset.datasheet import load_built
+from squeez_ray.dataset.hand_merge import merge_labels
+from squeez_ray.collect.pool import read_pool, write_pool
 
 REPO = Path(__file__).resolve().parents[2]
 DATA = REPO / "data" / "handlabel"

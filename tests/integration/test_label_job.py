@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray.dataset.scratch import make_project
-from squeez_ray.dataset.sources import CallBudget, directory_tree, plan_calls, run_calls
+from squeez_ray.collect.sources.scratch import make_project
+from squeez_ray.collect.sources.source_tree import CallBudget, directory_tree, plan_calls, run_calls
 from squeez_ray.label.job import LabelConfig, run_label
 from squeez_ray.label.pipeline import TeacherConfig, label_rows_with_rules
 from squeez_ray.schema import read_examples, write_observations

@@ -180,7 +180,7 @@ def test_bulk_evaluation_survives_losing_a_node(two_nodes, public_cases_path, tm
 
     from squeez_ray.infer.registry import BackendOptions
     from squeez_ray.evaluate.bulk import PARTS_DIR, BulkSettings, evaluate_bulk
-    from squeez_ray.evaluate.runner import SystemSpec, evaluate_to_dir
+    from squeez_ray.evaluate.local import SystemSpec, evaluate_to_dir
 
     systems = [SystemSpec.parse("bm25")]
     local = tmp_path / "local"

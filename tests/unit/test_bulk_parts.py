@@ -7,7 +7,7 @@ import json
 
 from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.evaluate.bulk import SystemWorker, read_parts
-from squeez_ray.evaluate.runner import SystemSpec
+from squeez_ray.evaluate.local import SystemSpec
 from squeez_ray.schema import read_examples
 
 

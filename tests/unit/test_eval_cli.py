@@ -13,7 +13,7 @@ import pytest
 from squeez_ray.cli import main as squeez_main
 from squeez_ray.cli.eval import main
 from squeez_ray.evaluate.metrics import REQUIRED_KEYS
-from squeez_ray.evaluate.runner import score_row
+from squeez_ray.evaluate.local import score_row
 from squeez_ray.infer.base import make_result
 
 REPO = Path(__file__).resolve().parents[2]
@@ -129,7 +129,7 @@ def test_score_row_is_the_same_for_a_result_and_its_dict():
 
 def test_a_system_may_name_its_own_checkpoint():
     from squeez_ray.infer.registry import BackendOptions
-    from squeez_ray.evaluate.runner import SystemSpec
+    from squeez_ray.evaluate.local import SystemSpec
 
     spec = SystemSpec.parse("encoder=encoder-v2@runs/encoder/v2")
     assert (spec.backend, spec.label, spec.model) == ("encoder", "encoder-v2", "runs/encoder/v2")

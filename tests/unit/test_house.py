@@ -1,5 +1,7 @@
-"""The house's rules, checked from the code: moved modules keep their old import paths for one
-release, production code never imports the test helpers, and no module outgrows 400 lines."""
+"""The house's rules, checked from the code (docs/ARCHITECTURE.md): moved modules keep their old import
+paths for one release; production code never imports the test helpers; no module outgrows 400 lines;
+imports run one way (no circle of modules, no two rooms that import each other); library modules have
+no ``__main__`` block (entry points live in jobs/); backend names are listed in infer/registry.py only."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from squeez_ray._moved import MOVED
+from squeez_ray._moved import DISSOLVED, MOVED
+from squeez_ray.infer.registry import BACKENDS
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCTION = [*sorted((REPO / "squeez_ray").rglob("*.py")), *sorted((REPO / "jobs").glob("*.py"))]
@@ -21,6 +24,18 @@ PRODUCTION = [*sorted((REPO / "squeez_ray").rglob("*.py")), *sorted((REPO / "job
 def test_an_old_import_path_is_the_new_module(old, new):
     assert importlib.import_module(old) is importlib.import_module(new)
     assert not (REPO / (old.replace(".", "/") + ".py")).exists()  # no file there: git follows the move
+
+
+@pytest.mark.parametrize("old", sorted(DISSOLVED))
+def test_a_dissolved_package_still_imports_its_old_submodules(old):
+    assert not (REPO / old.replace(".", "/")).exists(), \
+        f"{old} was dissolved: move what a merge put there into its stage's room and name it in MOVED"
+    submodules = sorted(name for name in MOVED if name.startswith(old + "."))
+    assert submodules
+    package = importlib.import_module(old)
+    first = submodules[0].rpartition(".")[2]
+    assert getattr(__import__(old, fromlist=[first]), first) is importlib.import_module(MOVED[submodules[0]])
+    assert package.__doc__.startswith("Moved:")
 
 
 def test_from_import_of_an_old_name_works():
@@ -61,3 +76,98 @@ def test_production_code_imports_no_test_helper():
 def test_no_module_is_over_400_lines():
     sizes = {str(p.relative_to(REPO)): len(p.read_text().splitlines()) for p in PRODUCTION}
     assert {p: n for p, n in sizes.items() if n > 400} == {}
+
+
+LIBRARY = [p for p in sorted((REPO / "squeez_ray").rglob("*.py")) if p.name != "__main__.py"]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """module -> the squeez_ray modules it imports anywhere (top level or inside a function): a lazy
+    import is still an arrow of the house, it only runs later."""
+    modules = {_module_name(p): p for p in sorted((REPO / "squeez_ray").rglob("*.py"))}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                wanted = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                # `from pkg import sub` imports the submodule when there is one, else names of pkg
+                wanted = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                          for a in node.names]
+            else:
+                continue
+            for target in wanted:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target not in (name, "squeez_ray"):
+                    targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph.get(todo.pop(), ()):
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+def _room(module: str) -> str:
+    return ".".join(module.split(".")[:2])  # squeez_ray.infer, squeez_ray.runner, ...
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    graph = _import_graph()
+    circles = sorted(f"{a} -> {b}" for a in graph for b in graph[a] if a in _reachable(graph, b))
+    assert circles == []
+
+
+def test_no_two_rooms_import_each_other():
+    """A room (a folder under squeez_ray/, or a top-level module) imports only rooms below it: an
+    arrow that runs back up makes two rooms one tangle."""
+    rooms: dict[str, dict[str, tuple[str, str]]] = {}
+    for module, targets in _import_graph().items():
+        for target in targets:
+            if _room(module) != _room(target):
+                rooms.setdefault(_room(module), {}).setdefault(_room(target), (module, target))
+    graph = {room: set(targets) for room, targets in rooms.items()}
+    back = sorted(f"{a} -> {b} ({' -> '.join(rooms[a][b])})" for a in graph for b in graph[a]
+                  if a in _reachable(graph, b))
+    assert back == []
+
+
+def test_the_import_graph_check_sees_a_circle(tmp_path):
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert {m for m in graph if m in _reachable(graph, m)} == {"a", "b", "c"}
+
+
+def test_library_modules_have_no_main_block():
+    """Entry points live in jobs/ (and the squeez command in cli/__main__.py)."""
+    def has_main(path: Path) -> bool:
+        return any(isinstance(node, ast.If) and "__main__" in ast.unparse(node.test)
+                   for node in ast.parse(path.read_text(), str(path)).body)
+
+    assert [str(p.relative_to(REPO)) for p in LIBRARY if has_main(p)] == []
+
+
+def test_backend_names_are_listed_only_in_the_registry():
+    """A tuple, list or set of two or more backend names anywhere but infer/registry.py is a hand-kept
+    copy that drifts when a backend is added."""
+    offenders = []
+    for path in LIBRARY:
+        if path.relative_to(REPO).as_posix() == "squeez_ray/infer/registry.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, (ast.Tuple, ast.List, ast.Set)) and len(node.elts) >= 2 and all(
+                    isinstance(e, ast.Constant) and e.value in BACKENDS for e in node.elts):
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []

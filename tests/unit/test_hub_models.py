@@ -81,7 +81,7 @@ def test_a_missing_path_is_not_mistaken_for_a_hub_id(tmp_path):
 
 def test_backends_eval_serve_and_train_take_a_hub_id(hf_cache):
     from squeez_ray.infer.registry import build_pruner
-    from squeez_ray.evaluate.runner import token_counter
+    from squeez_ray.evaluate.local import token_counter
     from squeez_ray.infer.registry import BackendOptions
     from squeez_ray.serve.config import ServeAppConfig
     from squeez_ray.train.config import ModelSection

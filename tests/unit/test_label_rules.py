@@ -8,7 +8,7 @@ import re
 import pytest
 
 from squeez_ray.collect.tools import run_tool
-from squeez_ray.dataset.scratch import make_project
+from squeez_ray.collect.sources.scratch import make_project
 from squeez_ray.label.parse import Rejection
 from squeez_ray.label.rules import NO_RULE, NOTHING_FOUND, RuleLabel, label_with_rules
 from squeez_ray.spans import kept_text, split_lines

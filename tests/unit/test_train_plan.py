@@ -16,7 +16,7 @@ from squeez_ray.train.architectures import KNOWN_ARCHITECTURES
 from squeez_ray.train.config import TrainConfig
 from squeez_ray.train.devices import named_device
 from squeez_ray.train.peak import supported
-from squeez_ray.train.plan import plan_memory
+from squeez_ray.train.memory_plan import plan_memory
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "jobs"))
@@ -65,7 +65,7 @@ from squeez_ray.train.devices import named_device
 from squeez_ray.train.loss import response_only_forward
 from squeez_ray.train.model import apply_lora, load_base_model
 from squeez_ray.train.peak import peak_rss_delta
-from squeez_ray.train.plan import plan_memory
+from squeez_ray.train.memory_plan import plan_memory
 torch.set_num_threads(1)
 folder, checkpointing, batch, length = sys.argv[1], sys.argv[2] == "1", 4, 2048
 tiny.build_tiny_qwen35(folder, hidden_size=256, num_layers=4, max_position_embeddings=8192)

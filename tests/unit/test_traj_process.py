@@ -9,10 +9,9 @@ from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
 from squeez_ray.trajectories.process import (
     RepruneSettings,
-    is_done,
-    marker_path,
     process_units,
 )
+from squeez_ray.trajectories.resume import is_done, marker_path
 
 SWE = "swe-agent/pydicom__pydicom-1458.traj"
 MINI = "mini-swe-agent/django__django-15104.v1.15.0.traj.json"

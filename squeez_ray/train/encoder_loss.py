@@ -4,7 +4,7 @@ Distillation (``teacher_model`` in the training config) trains a smaller encoder
 larger one's per-line probabilities as well as the labels. The teacher's probabilities say how sure
 it is about every line, including the many unlabelled-negative ones, which is far more signal per
 window than 0/1 labels; that is what lets a 4-layer student keep most of a 6-layer model's quality
-at two thirds of its cost per token (docs/ENCODER.md, "Encoder v3-L4d").
+at two thirds of its cost per token (docs/encoder-history.md, "Encoder v3-L4d").
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ class ScoringPruner(Pruner):
         raise NotImplementedError
 
     def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        from squeez_ray.encoder.scoring import select_lines
+        from squeez_ray.infer.encoder_scoring import select_lines
 
         started = time.perf_counter()
         all_scores = self.score([(r.query, r.tool_output) for r in requests])

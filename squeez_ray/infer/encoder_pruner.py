@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from squeez_ray.encoder.scoring_pruner import ScoringPruner
+from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
 from squeez_ray.infer.registry import BackendOptions
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "default"
@@ -27,7 +27,7 @@ class EncoderPruner(ScoringPruner):
                  threshold: float | None = None, tokens_per_batch: int = 8192, threads: int | None = None):
         import torch
 
-        from squeez_ray.encoder.model import load_scorer
+        from squeez_ray.infer.encoder_model import load_scorer
 
         if threads:
             torch.set_num_threads(threads)
@@ -41,7 +41,7 @@ class EncoderPruner(ScoringPruner):
         self.name = f"encoder:{Path(model_dir).name}"
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        from squeez_ray.encoder.scoring import score_lines
+        from squeez_ray.infer.encoder_scoring import score_lines
 
         return score_lines(self.model, self.tokenizer, self.settings.window, pairs,
                            tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
@@ -60,7 +60,7 @@ def resolve_model_dir(model: str | None) -> Path:
 
 
 def build_encoder(options: BackendOptions) -> ScoringPruner:
-    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner, has_onnx
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner, has_onnx
 
     model_dir = resolve_model_dir(options.model)
     engine = {k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")}

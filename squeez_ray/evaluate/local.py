@@ -113,7 +113,7 @@ TOKENS_FALLBACK = "characters / 4 (no tokenizer configured)"
 
 @dataclass(frozen=True)
 class SystemSpec:
-    backend: str  # a name of backends.BACKENDS
+    backend: str  # a name of infer/registry.BACKENDS
     label: str  # the name shown in tables and metrics.json
     model: str | None = None  # this system's checkpoint, over --model (two models of one backend in one run)
 

@@ -1,96 +1,24 @@
-"""Score every line of many outputs in one pass, and turn scores into kept lines.
+"""Calibration: where the encoder's threshold sits, chosen on dev scores (never on the evaluation cases).
 
-Windows from all requests are sorted by length and batched under a token budget, so padding stays
-small and a batch of short outputs costs about what its tokens cost.
+The threshold math (a recall target, a kept-share target, the best mean F1 under a kept-share cap),
+the dev curve and per-tool-type breakdown stored with a checkpoint, and the two jobs that use them:
+``calibrate_on_dev`` at the end of training (``recalibrate`` redoes it on a trained checkpoint), and
+``calibrate_variant`` for an exported ONNX variant (int8 scores move a little, so it gets its own
+threshold; ``set_overlap`` changes the inference windows and drops the thresholds that no longer apply).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from squeez_ray.encoder.tokens import line_tokenizer
-from squeez_ray.encoder.windows import Window, WindowSpec, build_windows, pad_windows_np
-
-# forward(input_ids, attention_mask, token_type_ids, line_of_token, n_lines) -> (B, >= n_lines) keep-probabilities;
-# the arrays are int64 numpy. The torch and the ONNX runtimes each supply one; all else is shared.
-Forward = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], np.ndarray]
-
-
-def windows_for(tokenizer: Any, query: str, tool_output: str, spec: WindowSpec) -> tuple[int, list[Window]]:
-    """(number of lines, windows) of one output; ``tokenizer`` is a LineTokenizer or a transformers fast one."""
-    tokens = line_tokenizer(tokenizer)
-    lines = tool_output.split("\n")
-    query_ids = tokens.encode([query], spec.max_query_tokens)[0]
-    return len(lines), build_windows(query_ids, tokens.encode(lines, spec.max_tokens_per_line), spec,
-                                     tokens.cls_id, tokens.sep_id)
-
-
-def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
-                  tokens_per_batch: int = 8192) -> list[np.ndarray]:
-    """Per pair (query, tool_output): an array with one keep-probability per output line, the best
-    over the windows that hold the line. Windows of all pairs are sorted by length and batched under
-    ``tokens_per_batch`` (rows x longest row), so padding stays small."""
-    pad_id = line_tokenizer(tokenizer).pad_id
-    scores: list[np.ndarray] = []
-    jobs: list[tuple[int, Window]] = []
-    for i, (query, output) in enumerate(pairs):
-        n_lines, windows = windows_for(tokenizer, query, output, spec)
-        scores.append(np.zeros(n_lines, dtype=np.float32))
-        jobs.extend((i, w) for w in windows)
-    jobs.sort(key=lambda job: len(job[1].input_ids))
-    start = 0
-    while start < len(jobs):
-        end = start + 1
-        while end < len(jobs) and (end - start + 1) * len(jobs[end][1].input_ids) <= tokens_per_batch:
-            end += 1
-        batch = jobs[start:end]
-        windows = [w for _, w in batch]
-        arrays = pad_windows_np([w.input_ids for w in windows], [w.token_type_ids for w in windows],
-                                [w.line_of_token for w in windows], pad_id)
-        probs = forward(*arrays, max(w.n_lines for w in windows))
-        for row, (i, w) in enumerate(batch):
-            target = scores[i][w.first_line:w.first_line + w.n_lines]
-            np.maximum(target, probs[row, :w.n_lines], out=target)
-        start = end
-    return scores
-
-
-def torch_forward(model: Any, dtype: str | None = "bfloat16") -> Forward:
-    """The torch runtime's forward: the model on its device, bf16 autocast unless ``dtype`` is float32."""
-    import torch
-
-    device = next(model.parameters()).device
-    use_autocast = dtype in ("bfloat16", "bf16")
-
-    def forward(ids, mask, types, owner, n_lines):
-        with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
-            tensors = (torch.from_numpy(a).to(device) for a in (ids, mask, types, owner))
-            return torch.sigmoid(model(*tensors, n_lines).float()).cpu().numpy()
-
-    return forward
-
-
-def score_lines(model: Any, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
-                tokens_per_batch: int = 8192, dtype: str | None = "bfloat16") -> list[np.ndarray]:
-    """score_windows with a torch model (training's calibration, the torch pruner, tests)."""
-    return score_windows(torch_forward(model, dtype), tokenizer, spec, pairs, tokens_per_batch=tokens_per_batch)
-
-
-def select_lines(scores: np.ndarray, threshold: float, bridge_gap: int) -> list[int]:
-    """1-based kept lines: those scoring >= threshold, with gaps of <= bridge_gap lines filled in.
-
-    Bridging keeps a block whole when a blank or low-scoring line sits inside it (a traceback with a
-    blank line, a function with a comment), which is how an agent wants to read it.
-    """
-    kept = [int(i) + 1 for i in np.flatnonzero(scores >= threshold)]
-    bridged: list[int] = []
-    for n in kept:
-        if bridged and 1 < n - bridged[-1] <= bridge_gap + 1:
-            bridged.extend(range(bridged[-1] + 1, n))
-        bridged.append(n)
-    return bridged
+from squeez_ray.evaluate.metrics import line_index_scores
+from squeez_ray.infer.encoder_scoring import select_lines
+from squeez_ray.infer.encoder_windows import WindowSpec
 
 
 def calibrate_threshold(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], target_recall: float) -> dict[str, float]:
@@ -139,8 +67,6 @@ def threshold_for_best_f1(scores: Sequence[np.ndarray], labels: Sequence[np.ndar
     1, one empty is 0), among those keeping on average at most ``max_kept_share`` of each output's
     lines. Unlike a pooled recall or kept-share target, this counts every example once (long outputs
     do not decide it) and rewards answering negatives with nothing."""
-    from squeez_ray.evaluate.metrics import line_index_scores
-
     if not 0 < max_kept_share <= 1:
         raise ValueError(f"max_kept_share must be in (0, 1], got {max_kept_share}")
     flat = np.concatenate([np.asarray(x, dtype=np.float64) for x in scores])
@@ -217,3 +143,114 @@ def breakdown_by_group(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray
                       "precision": round(tp / max(int(kept.sum()), 1), 4),
                       "recall": round(tp / max(int(y.sum()), 1), 4), "kept_share": round(float(kept.mean()), 4)}
     return out
+
+
+def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
+                     target_recall: float, target_kept_share: float | None = None, *, objective: str | None = None,
+                     bridge_gap: int = 2) -> dict[str, Any]:
+    """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
+    set, or the best dev F1 under that kept share for ``objective="f1"``), the whole dev curve, the
+    ranking AUC, and the same per tool type."""
+    from squeez_ray.infer.encoder_scoring import score_lines
+    from squeez_ray.train.encoder_data import line_labels
+
+    scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
+    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
+    if objective == "f1":
+        point = threshold_for_best_f1(scores, labels, bridge_gap, target_kept_share or 0.1)
+    elif target_kept_share:
+        point = threshold_for_kept_share(scores, labels, target_kept_share)
+    else:
+        point = calibrate_threshold(scores, labels, target_recall)
+    by_tool_type = breakdown_by_group(scores, labels, [r.get("tool_type") or "unknown" for r in dev_rows],
+                                      point["threshold"])
+    auc = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
+    return {**point, "auc": auc, "curve": calibration_curve(scores, labels), "by_tool_type": by_tool_type}
+
+
+def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
+                target_kept_share: float | None = None, objective: str | None = None) -> dict[str, Any]:
+    """Move a trained checkpoint's threshold to another dev recall target (no retraining).
+
+    Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
+    """
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.schema import read_examples
+
+    model_dir = Path(model_dir)
+    model, tokenizer, settings = load_scorer(model_dir)
+    if not (model_dir / ENCODER_CONFIG).exists():
+        raise ValueError(f"{model_dir} is a bare encoder, not a trained squeez encoder checkpoint")
+    calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall,
+                                   target_kept_share, objective=objective, bridge_gap=settings.bridge_gap)
+    previous = settings.threshold
+    settings.threshold, settings.calibration = calibration["threshold"], calibration
+    write_json_atomic(model_dir / ENCODER_CONFIG, settings.to_json())
+    manifest_path = model_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest.setdefault("recalibrations", []).append({"dev_data": dev_data, "target_recall": target_recall,
+                                                      "target_kept_share": target_kept_share, "objective": objective,
+                                                      "previous_threshold": previous, "calibration": calibration})
+    manifest["calibration"] = calibration
+    write_json_atomic(manifest_path, manifest)
+    return calibration
+
+
+def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
+    """Score with ``overlap_lines`` lines shared by consecutive windows instead of the training value.
+
+    Overlap is an inference choice (each line is scored in every window holding it, and keeps its
+    best score), so it trades edge context for speed: 4 -> 2 lines scores ~15% fewer tokens. The
+    thresholds calibrated under the old windows no longer apply, so the caller recalibrates every
+    variant on dev afterwards (``calibrate_variant``); the old ones are dropped here, never kept stale.
+    """
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.io_utils import write_json_atomic
+
+    if overlap_lines < 0:
+        raise ValueError(f"overlap_lines must be >= 0, got {overlap_lines}")
+    settings_path = Path(export_dir) / ENCODER_CONFIG
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    trained = settings.window.overlap_lines
+    settings.window = replace(settings.window, overlap_lines=overlap_lines)
+    settings.variant_thresholds = {}
+    settings.calibration = {**settings.calibration, "trained_overlap_lines": trained}
+    written = settings.to_json()
+    write_json_atomic(settings_path, written)
+    return written["window"]
+
+
+def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any]], variant: str = "int8"
+                      ) -> dict[str, Any]:
+    """Calibrate ``variant``'s own threshold on the dev rows, the way training calibrated fp32.
+
+    Quantised weights move every score a little, and the fp32 threshold then keeps a different set of
+    lines; re-running the checkpoint's calibration (same objective and kept-share cap) on the variant's
+    own scores puts it back on the operating point dev chose. Written to ``squeez_encoder.json``'s
+    ``variant_thresholds`` (atomically); returns the calibration point.
+    """
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.train.encoder_data import line_labels
+
+    model_dir = Path(model_dir)
+    if not dev_rows:
+        raise ValueError("cannot calibrate on an empty dev set")
+    pruner = OnnxEncoderPruner(model_dir, dtype=variant)
+    scores = pruner.score([(str(r["query"]), str(r["tool_output"])) for r in dev_rows])
+    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
+    settings_path = model_dir / ENCODER_CONFIG
+    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
+    reference = settings.calibration
+    if reference.get("objective") == "f1":
+        point = threshold_for_best_f1(scores, labels, settings.bridge_gap, reference.get("max_kept_share") or 0.1)
+    elif reference.get("target_kept_share"):
+        point = threshold_for_kept_share(scores, labels, reference["target_kept_share"])
+    else:
+        point = calibrate_threshold(scores, labels, reference.get("target_recall") or 0.8)
+    point["auc"] = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
+    settings.variant_thresholds[variant] = point["threshold"]
+    write_json_atomic(settings_path, settings.to_json())
+    return point

@@ -2,10 +2,12 @@
 machine, and a small Ray program whose session logs are read back."""
 from __future__ import annotations
 
-import os, shlex, time
+import os
+import shlex
+import time
 from pathlib import Path
 
-from squeez_ray.handlabel.recipe_tree import CACHE, ROOT, Tree, sh, version
+from squeez_ray.collect.sources.recipe_tree import CACHE, ROOT, Tree, sh, version
 
 
 def logs_recipe(service):

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -34,7 +33,7 @@ def kept_line_agreement(rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Ma
 def measure(examples: Sequence[Mapping[str, Any]], systems: Mapping[str, Any]) -> dict[str, Any]:
     """Evaluate pruners (label -> Pruner) on the examples: each one's summary, and the kept-line
     agreement of every ONNX variant with the torch checkpoint when one is given as ``torch``."""
-    from squeez_ray.evaluate.runner import run_evaluation, summarize_systems
+    from squeez_ray.evaluate.local import run_evaluation, summarize_systems
 
     rows = run_evaluation(examples, systems)
     by_system = {label: [r for r in rows if r["system"] == label] for label in systems}
@@ -91,8 +90,8 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
 
 def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any]) -> dict[str, int]:
     """Copy one ONNX variant + tokenizer + settings + card into ``target`` (atomically replaced)."""
-    from squeez_ray.encoder.model import ENCODER_CONFIG
-    from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
+    from squeez_ray.infer.encoder_onnx import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
     onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -105,70 +104,3 @@ def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any
         shutil.rmtree(target)
     staging.rename(target)
     return {p.name: p.stat().st_size for p in sorted(target.iterdir())}
-
-
-def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
-    """Score with ``overlap_lines`` lines shared by consecutive windows instead of the training value.
-
-    Overlap is an inference choice (each line is scored in every window holding it, and keeps its
-    best score), so it trades edge context for speed: 4 -> 2 lines scores ~15% fewer tokens. The
-    thresholds calibrated under the old windows no longer apply, so the caller recalibrates every
-    variant on dev afterwards (``calibrate_variant``); the old ones are dropped here, never kept stale.
-    """
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.io_utils import write_json_atomic
-
-    if overlap_lines < 0:
-        raise ValueError(f"overlap_lines must be >= 0, got {overlap_lines}")
-    settings_path = Path(export_dir) / ENCODER_CONFIG
-    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
-    trained = settings.window.overlap_lines
-    settings.window = replace(settings.window, overlap_lines=overlap_lines)
-    settings.variant_thresholds = {}
-    settings.calibration = {**settings.calibration, "trained_overlap_lines": trained}
-    written = settings.to_json()
-    write_json_atomic(settings_path, written)
-    return written["window"]
-
-
-def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any]], variant: str = "int8"
-                      ) -> dict[str, Any]:
-    """Calibrate ``variant``'s own threshold on the dev rows, the way training calibrated fp32.
-
-    Quantised weights move every score a little, and the fp32 threshold then keeps a different set of
-    lines; re-running the checkpoint's calibration (same objective and kept-share cap) on the variant's
-    own scores puts it back on the operating point dev chose. Written to ``squeez_encoder.json``'s
-    ``variant_thresholds`` (atomically); returns the calibration point.
-    """
-    import numpy as np
-
-    from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.encoder.onnx_runtime import OnnxEncoderPruner
-    from squeez_ray.encoder.scoring import (
-        calibrate_threshold,
-        ranking_auc,
-        threshold_for_best_f1,
-        threshold_for_kept_share,
-    )
-    from squeez_ray.io_utils import write_json_atomic
-
-    model_dir = Path(model_dir)
-    if not dev_rows:
-        raise ValueError("cannot calibrate on an empty dev set")
-    pruner = OnnxEncoderPruner(model_dir, dtype=variant)
-    scores = pruner.score([(str(r["query"]), str(r["tool_output"])) for r in dev_rows])
-    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
-    settings_path = model_dir / ENCODER_CONFIG
-    settings = EncoderSettings.from_json(json.loads(settings_path.read_text()))
-    reference = settings.calibration
-    if reference.get("objective") == "f1":
-        point = threshold_for_best_f1(scores, labels, settings.bridge_gap, reference.get("max_kept_share") or 0.1)
-    elif reference.get("target_kept_share"):
-        point = threshold_for_kept_share(scores, labels, reference["target_kept_share"])
-    else:
-        point = calibrate_threshold(scores, labels, reference.get("target_recall") or 0.8)
-    point["auc"] = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
-    settings.variant_thresholds[variant] = point["threshold"]
-    write_json_atomic(settings_path, settings.to_json())
-    return point

@@ -1,6 +1,6 @@
 """The encoder's training set at scale, in one job: ``python jobs/build_encoder_data.py``.
 
-PyPI packages (``squeez_ray.dataset.packages``) plus the labelling helper's local sources (scratch
+PyPI packages (``squeez_ray.collect.sources.packages``) plus the labelling helper's local sources (scratch
 projects with real bugs, this checkout) -> real tool runs -> the rule teacher -> the same QA, group
 splits (one package = one group, so dev/test packages are unseen in training), negatives and
 writer as ``jobs/build_dataset.py``. Per-package observations are cached, so a rerun (or a resume
@@ -25,8 +25,8 @@ from typing import Any
 
 from squeez_ray.config import to_dict
 from squeez_ray.dataset.build import BuildConfig, build_from_examples
-from squeez_ray.dataset.packages import PackageRunConfig, PackageSpec, observe_package, read_observations
-from squeez_ray.dataset.sources import CallBudget
+from squeez_ray.collect.sources.packages import PackageRunConfig, PackageSpec, observe_package, read_observations
+from squeez_ray.collect.sources.source_tree import CallBudget
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +66,8 @@ class EncoderDataConfig:
 
 def build_encoder_data(config: EncoderDataConfig) -> dict[str, Any]:
     from squeez_ray.dataset.sample import REPO_ROOT
-    from squeez_ray.dataset.scratch import make_projects
-    from squeez_ray.dataset.sources import SourceTree, plan_calls, run_calls
+    from squeez_ray.collect.sources.scratch import make_projects
+    from squeez_ray.collect.sources.source_tree import SourceTree, plan_calls, run_calls
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.label.pipeline import label_rows_with_rules
     from squeez_ray.label.stages import to_example

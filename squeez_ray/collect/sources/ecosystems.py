@@ -7,16 +7,23 @@ trailing newlines are stripped. Outputs under 5 or over 3,000 lines are dropped,
 never cut. Rows of each finished recipe are cached as cache/rows/<recipe>.jsonl,
 so a rerun skips finished recipes and only concatenates.
 
-    python3 -m squeez_ray.handlabel.ecosystems --out runs/handlabel/pool/ecosystems.jsonl
+    python jobs/collect_pool.py ecosystems --out runs/handlabel/pool/ecosystems.jsonl
 """
 from __future__ import annotations
 
-import argparse, glob, json, os, re, shutil, sysconfig, tarfile, time
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import sysconfig
+import tarfile
+import time
 from pathlib import Path
 
-from squeez_ray.handlabel.recipe_tree import (
-    CACHE, ROOT, TOOLS, Tree, json_file, sh, version)
-from squeez_ray.handlabel.service_logs import logs_recipe, ray_recipe
+from squeez_ray.collect.sources.recipe_tree import CACHE, ROOT, TOOLS, Tree, json_file, sh, version
+from squeez_ray.collect.sources.service_logs import logs_recipe, ray_recipe
 
 # ----------------------------------------------------------------- npm (JS/TS)
 NPM = [  # (package, version, older version for git diff)
@@ -295,7 +302,3 @@ def main(argv=None):
     out = Path(a.out) if Path(a.out).is_absolute() else ROOT / a.out
     write_atomic(out, rows)
     print(f"wrote {len(rows)} rows to {out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,7 +1,7 @@
 """The encoder on ONNX Runtime: onnxruntime + ``tokenizers`` + numpy, no torch, no transformers.
 
 Windowing, scoring over windows, the calibrated threshold and gap bridging are the torch pruner's
-own functions (``windows``, ``scoring``, ``tokens``); only the forward pass differs. Starting this
+own functions (``encoder_windows``, ``encoder_scoring``, ``encoder_tokens``); only the forward pass differs. Starting this
 pruner costs the ONNX session (~0.2 s for MiniLM-L6 int8) instead of ~8 s of torch + transformers
 imports, which is what makes ``squeez`` usable once per command in an agent loop.
 """
@@ -15,12 +15,15 @@ from typing import Sequence
 
 import numpy as np
 
-from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings
-from squeez_ray.encoder.onnx_export import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
-from squeez_ray.encoder.scoring import Forward, score_windows
-from squeez_ray.encoder.scoring_pruner import ScoringPruner
-from squeez_ray.encoder.tokens import LineTokenizer
+from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+from squeez_ray.infer.encoder_scoring import Forward, score_windows
+from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
+from squeez_ray.infer.encoder_tokens import LineTokenizer
 
+# the files an exported model folder holds (``train/encoder_export`` writes them)
+ONNX_FP32 = "model.onnx"
+ONNX_INT8 = "model.int8.onnx"
+TOKENIZER_FILE = "tokenizer.json"
 FP32_NAMES = ("float32", "fp32")
 
 

@@ -61,7 +61,7 @@ def render_datasheet(examples: Sequence[Mapping[str, Any]], pool: Mapping[str, M
         "**Outputs**: real tool runs over real third-party code (PyPI sdists, npm packages, Debian-packaged Rust",
         "crates and C libraries, services run here) and the real git history of this repository, kept exactly as",
         "printed (an output's id is a digest of its command and text, so an edit is detected). No source reserved",
-        "for evaluation was used (`squeez_ray/handlabel/reserved.py`; a test checks).",
+        "for evaluation was used (`squeez_ray/collect/sources/reserved.py`; a test checks).",
         "",
         "## Counts",
         "",

@@ -8,7 +8,6 @@ the last checkpoint is scored on the dev split, the threshold is calibrated ther
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import shutil
@@ -18,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.encoder.windows import WindowSpec
+from squeez_ray.infer.encoder_windows import WindowSpec
 from squeez_ray.ray_init import init_ray
 
 
@@ -64,7 +63,7 @@ class EncoderTrainConfig:
     log_every: int = 10  # steps between progress lines
     seed: int = 0  # seeds weights of the head, sampling and data order
     # Add model.onnx / model.int8.onnx to the checkpoint (encoder_onnx.export_into_checkpoint): the
-    # `encoder` backend then runs it on ONNX Runtime, without torch (ENCODER.md, "Runtimes").
+    # `encoder` backend then runs it on ONNX Runtime, without torch (docs/ENCODER.md, "Using it").
     export_onnx: bool = True
 
     def validate(self) -> list[str]:
@@ -101,15 +100,15 @@ def _truncate_layers(model: Any, keep: int | None) -> None:
 
 
 def _train_loop(cfg: dict[str, Any]) -> None:
-    import torch
     import ray.train
     import ray.train.torch
+    import torch
     from ray.train import Checkpoint
     from transformers import get_linear_schedule_with_warmup
 
-    from squeez_ray.encoder.data import collate
-    from squeez_ray.encoder.loss import line_loss
-    from squeez_ray.encoder.model import load_scorer
+    from squeez_ray.infer.encoder_model import load_scorer
+    from squeez_ray.train.encoder_data import collate
+    from squeez_ray.train.encoder_loss import line_loss
 
     torch.manual_seed(cfg["seed"])
     if not cfg["use_gpu"]:  # Ray sets OMP threads to the worker's CPUs; make torch agree explicitly
@@ -183,7 +182,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
 def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str):
     import ray
 
-    from squeez_ray.encoder.data import WindowTokenizer
+    from squeez_ray.train.encoder_data import WindowTokenizer
 
     items = [{"query": r["query"], "tool_output": r["tool_output"], "gold_spans": r.get("gold_spans") or []}
              for r in rows]
@@ -211,9 +210,10 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     from ray.train.torch import TorchTrainer
 
     from squeez_ray.config import to_dict
-    from squeez_ray.encoder.model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
+    from squeez_ray.train.encoder_calibration import calibrate_on_dev
 
     started = time.perf_counter()
     base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
@@ -278,8 +278,8 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
         shutil.rmtree(output)
     staging.rename(output)
     if cfg.export_onnx:
-        from squeez_ray.encoder.onnx_export import export_into_checkpoint
-        from squeez_ray.encoder.ship import calibrate_variant
+        from squeez_ray.train.encoder_calibration import calibrate_variant
+        from squeez_ray.train.encoder_export import export_into_checkpoint
 
         manifest["onnx"] = export_into_checkpoint(output)["files"]
         # int8 scores shift: the int8 file gets its own threshold from the same dev rows
@@ -303,65 +303,3 @@ def _resolve_base_model(name: str) -> str:
 def _mkdir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
     return path
-
-
-def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: list[dict[str, Any]],
-                     target_recall: float, target_kept_share: float | None = None, *, objective: str | None = None,
-                     bridge_gap: int = 2) -> dict[str, Any]:
-    """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
-    set, or the best dev F1 under that kept share for ``objective="f1"``), the whole dev curve, the
-    ranking AUC, and the same per tool type."""
-    import numpy as np
-
-    from squeez_ray.encoder.data import line_labels
-    from squeez_ray.encoder.scoring import (
-        breakdown_by_group,
-        calibrate_threshold,
-        calibration_curve,
-        ranking_auc,
-        score_lines,
-        threshold_for_best_f1,
-        threshold_for_kept_share,
-    )
-
-    scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
-    labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
-    if objective == "f1":
-        point = threshold_for_best_f1(scores, labels, bridge_gap, target_kept_share or 0.1)
-    elif target_kept_share:
-        point = threshold_for_kept_share(scores, labels, target_kept_share)
-    else:
-        point = calibrate_threshold(scores, labels, target_recall)
-    by_tool_type = breakdown_by_group(scores, labels, [r.get("tool_type") or "unknown" for r in dev_rows],
-                                      point["threshold"])
-    auc = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
-    return {**point, "auc": auc, "curve": calibration_curve(scores, labels), "by_tool_type": by_tool_type}
-
-
-def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
-                target_kept_share: float | None = None, objective: str | None = None) -> dict[str, Any]:
-    """Move a trained checkpoint's threshold to another dev recall target (no retraining).
-
-    Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
-    """
-    from squeez_ray.encoder.model import ENCODER_CONFIG, load_scorer
-    from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.schema import read_examples
-
-    model_dir = Path(model_dir)
-    model, tokenizer, settings = load_scorer(model_dir)
-    if not (model_dir / ENCODER_CONFIG).exists():
-        raise ValueError(f"{model_dir} is a bare encoder, not a trained squeez encoder checkpoint")
-    calibration = calibrate_on_dev(model, tokenizer, settings.window, read_examples(dev_data), target_recall,
-                                   target_kept_share, objective=objective, bridge_gap=settings.bridge_gap)
-    previous = settings.threshold
-    settings.threshold, settings.calibration = calibration["threshold"], calibration
-    write_json_atomic(model_dir / ENCODER_CONFIG, settings.to_json())
-    manifest_path = model_dir / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    manifest.setdefault("recalibrations", []).append({"dev_data": dev_data, "target_recall": target_recall,
-                                                      "target_kept_share": target_kept_share, "objective": objective,
-                                                      "previous_threshold": previous, "calibration": calibration})
-    manifest["calibration"] = calibration
-    write_json_atomic(manifest_path, manifest)
-    return calibration

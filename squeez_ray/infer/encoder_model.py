@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.encoder.windows import WindowSpec
+from squeez_ray.infer.encoder_windows import WindowSpec
 
 ENCODER_CONFIG = "squeez_encoder.json"
 HEAD_FILE = "line_head.pt"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.dataset.sources import CallBudget, PlannedCall, SourceTree, plan_calls, run_calls
+from squeez_ray.collect.sources.source_tree import CallBudget, PlannedCall, SourceTree, plan_calls, run_calls
 
 log = logging.getLogger(__name__)
 

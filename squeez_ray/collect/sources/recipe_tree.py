@@ -3,12 +3,17 @@ runs (colour off, merged output, a timeout), and ``Tree``, one source tree whose
 raw rows (``ecosystems.py``, ``service_logs.py``)."""
 from __future__ import annotations
 
-import datetime, json, os, shlex, shutil, subprocess
+import datetime
+import json
+import os
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
-from squeez_ray.handlabel.pool import make_output_id
+from squeez_ray.collect.pool import make_output_id
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CACHE = ROOT / "runs" / "handlabel" / "cache"
 TOOLS = CACHE / "tools"  # npm project holding typescript + eslint
 MIN_LINES, MAX_LINES = 5, 3000

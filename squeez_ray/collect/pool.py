@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from squeez_ray.handlabel.reserved import reserved_use
+from squeez_ray.collect.sources.reserved import reserved_use
 from squeez_ray.schema import DataError
 
 # The tool families of LABELLING.md's coverage list, named as the public cases name their tools.

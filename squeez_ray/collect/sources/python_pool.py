@@ -4,7 +4,7 @@ outputs run over the same unpacked packages, and the git history of a real repos
 Everything here runs real tools over real code and stores what they printed; the sampling only
 chooses WHICH outputs a labeller sees (a quota per family and package, so no family swamps the set).
 
-    python -m squeez_ray.handlabel.python_pool --cache runs/encoder_data_cache --repo . \\
+    python jobs/collect_pool.py python --cache runs/encoder_data_cache --repo . \\
         --out runs/handlabel/pool/python.jsonl
 """
 
@@ -20,8 +20,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.handlabel.pool import make_output_id
-from squeez_ray.handlabel.reserved import is_reserved
+from squeez_ray.collect.pool import make_output_id
+from squeez_ray.collect.sources.reserved import is_reserved
 
 MAX_LINES = 3000  # longer outputs are left out whole, never cut
 # Observations per package and family (the package observations hold ~60 reads and ~50 greps each).
@@ -137,7 +137,7 @@ PIP_CONFLICTS = (("arrow==1.3.0", "python-dateutil==2.6.1"), ("jinja2==3.1.4", "
 
 
 def _source_root(folder: Path) -> Path:
-    """The sdist's own top folder inside its unpack folder (as ``dataset.packages.unpack`` returns it)."""
+    """The sdist's own top folder inside its unpack folder (as ``collect.sources.packages.unpack`` returns it)."""
     entries = [p for p in folder.iterdir() if not p.name.startswith(".")]
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else folder
 
@@ -252,7 +252,3 @@ def main(argv: list[str] | None = None) -> int:
     write_text_atomic(args.out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
     print(f"{len(unique)} pool rows -> {args.out}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
