@@ -4,10 +4,14 @@ Real subprocesses of the entry point and real signals, as in test_cli_prune.py."
 
 from __future__ import annotations
 
+import fcntl
+import json
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -30,5 +34,81 @@ def test_a_query_longer_than_32_kb_still_gets_an_answer_from_the_default_encoder
     # The command line, not the query, crashed `import onnxruntime` (exit 139, nothing printed).
     out = squeez(["q" * 33_000], passed_log(), env)
     assert out.returncode == 0, (out.returncode, out.stderr[-2000:])
-    kept, footer = answer_lines(out.stdout)
-    assert b"(encoder" in footer
+    assert b"(encoder" in answer_lines(out.stdout)[1]
+
+
+# -- usage mistakes (item 2) --------------------------------------------------------------------------
+
+def test_an_unquoted_multi_word_query_is_read_as_one_query(env):
+    data = make_log()
+    quoted = squeez(["--backend", "bm25", "undefined reference error"], data, env)
+    unquoted = squeez(["--backend", "bm25", "undefined", "reference", "error"], data, env)
+    assert unquoted.returncode == 0 and unquoted.stdout == quoted.stdout, unquoted.stderr
+    assert b"read as one query: 'undefined reference error'" in unquoted.stderr
+
+
+@pytest.mark.parametrize("args", [["--bogus", "q"], ["--timeout", "30s", "q"], ["q", "--min-lines"],
+                                  ["--backend", "bm25", "--keep-ratio", "x", "error"]])
+def test_a_usage_error_passes_the_output_through_and_exits_2(env, args):
+    data = make_log()
+    out = squeez(args, data, env)
+    assert out.returncode == 2 and out.stdout == data, out.stderr
+    assert b"Traceback" not in out.stderr and b"usage:" not in out.stderr
+    assert b"squeez --help" in out.stderr and b"passed through unpruned" in out.stderr
+
+
+def test_a_usage_error_keeps_the_flags_that_were_readable(env, tmp_path):
+    data = make_log()
+    as_json = squeez(["--json", "--bogus", "q"], data, env)
+    payload = json.loads(as_json.stdout)
+    assert as_json.returncode == 2 and payload["pruned"] is False and payload["text"] == data.decode()
+    path = tmp_path / "build.log"
+    path.write_bytes(data)
+    from_file = squeez(["--input-file", str(path), "--bogus", "q"], None, env)
+    assert from_file.returncode == 2 and from_file.stdout == data
+    strict = squeez(["--strict", "--bogus", "q"], data, env)
+    assert strict.returncode == 2 and strict.stdout == b"" and b"--bogus" in strict.stderr
+
+
+# -- signals (item 3) ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_while_the_backend_works_print_the_input(env, tmp_path, signum):
+    data = make_log()
+    pidfile = tmp_path / "child.pid"
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, "TEST_CHILD_PIDFILE": str(pidfile)})
+    proc.stdin.write(data)
+    proc.stdin.close()
+    proc.stdin = None  # (communicate would flush it)
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:  # the backend is running
+        time.sleep(0.05)
+    proc.send_signal(signum)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signum and stdout == data, stderr
+    assert signal.Signals(signum).name.encode() in stderr and b"Traceback" not in stderr
+
+
+def test_sigint_while_the_producer_still_writes_prints_what_was_read(env):
+    """A hung `pytest | squeez`: Ctrl-C must not lose what was already piped."""
+    proc = subprocess.Popen([str(SQUEEZ), "--backend", "bm25", "q"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    got: dict[str, bytes] = {}
+    readers = [threading.Thread(target=lambda k=k, f=f: got.__setitem__(k, f.read()))
+               for k, f in (("out", proc.stdout), ("err", proc.stderr))]
+    for reader in readers:
+        reader.start()
+    written = passed_log(40_000)  # ~1 MB: more than a pipe holds
+    proc.stdin.write(written)
+    proc.stdin.flush()  # returns once squeez has taken all but at most one pipe's worth
+    pipe_size = fcntl.fcntl(proc.stdin.fileno(), 1032)  # F_GETPIPE_SZ
+    proc.send_signal(signal.SIGINT)
+    returncode = proc.wait(timeout=60)
+    proc.stdin.close()
+    for reader in readers:
+        reader.join(timeout=60)
+    assert returncode == 130, got["err"]
+    assert written.startswith(got["out"]) and len(got["out"]) >= len(written) - pipe_size, len(got["out"])
+    assert b"bytes read so far passed through unpruned" in got["err"] and b"Traceback" not in got["err"]
