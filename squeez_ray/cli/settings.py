@@ -135,6 +135,9 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
             settings = load_config(Settings, path)  # errors name the file and the key
         except (OSError, UnicodeDecodeError) as error:  # a folder, no permission, not text
             raise ConfigError([f"cannot read config file {path}: {error}"], str(path)) from None
+        except RecursionError:  # the YAML parser recurses per nesting level
+            raise ConfigError([f"config file {path} is nested too deeply to read (it must be a flat mapping)"],
+                              str(path)) from None
     else:
         settings = Settings()
     problems: list[str] = []
@@ -185,7 +188,7 @@ def _store_dir_from_file(env: typing.Mapping[str, str], config_path: str | None)
     path = Path(explicit).expanduser() if explicit else default_config_path(env)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     value = data.get("store_dir") if isinstance(data, dict) else None
     return value if isinstance(value, str) and value else None

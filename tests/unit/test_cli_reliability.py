@@ -112,3 +112,21 @@ def test_sigint_while_the_producer_still_writes_prints_what_was_read(env):
     assert returncode == 130, got["err"]
     assert written.startswith(got["out"]) and len(got["out"]) >= len(written) - pipe_size, len(got["out"])
     assert b"bytes read so far passed through unpruned" in got["err"] and b"Traceback" not in got["err"]
+
+
+# -- configs nested too deeply (item 4) ---------------------------------------------------------------
+
+@pytest.mark.parametrize("nested", ["a: " + "[" * 3000 + "]" * 3000 + "\n",
+                                    "".join("  " * i + f"k{i}:\n" for i in range(3000)) + "  " * 3000 + "x: 1\n"],
+                         ids=["flow", "block"])
+def test_a_deeply_nested_config_is_a_config_error_that_keeps_the_output_and_show(env, tmp_path, nested):
+    ident = answer_lines(squeez(["--backend", "bm25", "error"], make_log(), env).stdout)[1]
+    ident = ident.rsplit(b"squeez show ", 1)[1].rstrip(b"]").decode()
+    config = tmp_path / "nested.yaml"
+    config.write_text(nested)
+    data = make_log()
+    out = squeez(["--config", str(config), "error"], data, env)
+    assert out.returncode == 2 and out.stdout == data, out.stderr[-2000:]
+    assert b"nested too deeply" in out.stderr and b"Traceback" not in out.stderr
+    shown = squeez(["show", ident], None, {**env, "SQUEEZ_CONFIG": str(config)})
+    assert shown.returncode == 0 and shown.stdout == make_log() and b"Traceback" not in shown.stderr
