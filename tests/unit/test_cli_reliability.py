@@ -130,3 +130,38 @@ def test_a_deeply_nested_config_is_a_config_error_that_keeps_the_output_and_show
     assert b"nested too deeply" in out.stderr and b"Traceback" not in out.stderr
     shown = squeez(["show", ident], None, {**env, "SQUEEZ_CONFIG": str(config)})
     assert shown.returncode == 0 and shown.stdout == make_log() and b"Traceback" not in shown.stderr
+
+
+# -- squeez show: only what squeez kept, and one line when stdout fails (item 5) ------------------------
+
+def _keep(env) -> tuple[str, Path]:
+    footer = answer_lines(squeez(["--backend", "bm25", "error"], make_log(), env).stdout)[1]
+    ident = footer.rsplit(b"squeez show ", 1)[1].rstrip(b"]").decode()
+    return ident, next(Path(env["SQUEEZ_STORE"]).glob(ident + "*.out"))
+
+
+def test_show_refuses_an_entry_that_does_not_match_its_id(env):
+    ident, entry = _keep(env)
+    entry.write_bytes(make_log().replace(b"ERROR", b"OK   "))
+    shown = squeez(["show", ident], None, env)
+    assert shown.returncode == 1 and shown.stdout == b"" and b"does not match its id" in shown.stderr
+
+
+def test_show_refuses_a_symlinked_entry_even_with_the_right_name(env, tmp_path):
+    ident, entry = _keep(env)
+    elsewhere = tmp_path / "elsewhere.txt"
+    elsewhere.write_bytes(make_log())  # the same bytes: the name's hash matches, the link is still refused
+    entry.unlink()
+    entry.symlink_to(elsewhere)
+    shown = squeez(["show", ident], None, env)
+    assert shown.returncode == 1 and shown.stdout == b"" and b"symbolic link" in shown.stderr
+
+
+def test_show_to_a_full_disk_or_a_closed_stdout_is_one_line(env):
+    ident, _ = _keep(env)
+    with open("/dev/full", "wb") as full:
+        out = subprocess.run([str(SQUEEZ), "show", ident], stdout=full, stderr=subprocess.PIPE, env=env, timeout=60)
+    assert out.returncode == 1 and out.stderr == b"squeez: cannot print the output: No space left on device\n"
+    closed = subprocess.run([str(SQUEEZ), "show", ident], stderr=subprocess.PIPE, env=env, timeout=60,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 1 and closed.stderr == b"squeez: cannot print the output: stdout is closed\n"
