@@ -72,7 +72,7 @@ class OutputStore:
         path = self.resolve(ident)
         try:
             fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-        except OSError as error:
+        except OSError:
             if path.is_symlink():
                 raise StoreError(f"store entry {path.name} is a symbolic link, not an output squeez kept: "
                                  f"not printed") from None
