@@ -97,9 +97,17 @@ def _validate(self: Any) -> list[str]:
         # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
         if value is not None and not (math.isfinite(value) and value > 0):
             problems.append(f"{name}: must be a finite number > 0, got {value!r}")
-    value = number("min_lines")
-    if value is not None and value < 0:
-        problems.append(f"min_lines: must be >= 0, got {value!r}")
+    # Counts and shares: a negative or out-of-range value would silently change what is kept.
+    for name, low, high in (("min_lines", 0, None), ("chunk_overlap_lines", 0, None), ("max_retries", 0, None),
+                            ("batch_size", 1, None), ("max_concurrency", 1, None), ("max_context_tokens", 1, None),
+                            ("max_new_tokens", 1, None), ("keep_ratio", 0, 1), ("fuzzy_threshold", 0, 100),
+                            ("threshold", 0, None)):
+        value = number(name)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"between {low} and {high}"
+            problems.append(f"{name}: must be {allowed}, got {value!r}")
     return problems
 
 

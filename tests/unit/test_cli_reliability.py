@@ -166,3 +166,36 @@ def test_show_to_a_full_disk_or_a_closed_stdout_is_one_line(env):
     closed = subprocess.run([str(SQUEEZ), "show", ident], stderr=subprocess.PIPE, env=env, timeout=60,
                             preexec_fn=lambda: os.close(1), check=False)
     assert closed.returncode == 1 and closed.stderr == b"squeez: cannot print the output: stdout is closed\n"
+
+
+# -- limits and model references on the command line (item 5) ------------------------------------------
+
+@pytest.mark.parametrize("args", [["--min-lines", "-5"], ["--batch-size", "-1"], ["--max-context-tokens", "-5"],
+                                  ["--keep-ratio", "-0.5"], ["--keep-ratio", "2"], ["--fuzzy-threshold", "-1"],
+                                  ["--threshold", "-1"]])
+def test_negative_or_out_of_range_limits_are_refused_and_the_output_passes_through(env, args):
+    data = make_log()
+    out = squeez(["--backend", "bm25", *args, "error"], data, env)
+    name = args[0].lstrip("-").replace("-", "_").encode()
+    assert out.returncode == 2 and out.stdout == data, out.stderr
+    assert name + b": must be" in out.stderr and b"Traceback" not in out.stderr
+
+
+def test_a_relative_model_path_with_a_typo_is_not_looked_up_on_the_hub(env, tmp_path):
+    (tmp_path / "runs").mkdir()
+    data = make_log()
+    out = subprocess.run([str(SQUEEZ), "--backend", "encoder", "--model", "runs/typo", "error"], input=data,
+                         capture_output=True, cwd=tmp_path, env={**env, "HF_HUB_OFFLINE": "1"}, timeout=120,
+                         check=False)
+    assert out.returncode == 2 and out.stdout == data, out.stderr
+    assert b"runs/typo does not exist" in out.stderr and b"Hugging Face" not in out.stderr
+
+
+def test_resolve_model_reads_a_reference_into_a_local_folder_as_a_path(tmp_path, monkeypatch):
+    from squeez_ray.hub import ModelNotFoundError, is_hub_id, resolve_model
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert is_hub_id("Org/name") and not is_hub_id("runs/typo")
+    with pytest.raises(ModelNotFoundError, match="no such checkpoint directory in runs/"):
+        resolve_model("runs/typo", what="--model")
