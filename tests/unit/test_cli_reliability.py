@@ -199,3 +199,38 @@ def test_resolve_model_reads_a_reference_into_a_local_folder_as_a_path(tmp_path,
     assert is_hub_id("Org/name") and not is_hub_id("runs/typo")
     with pytest.raises(ModelNotFoundError, match="no such checkpoint directory in runs/"):
         resolve_model("runs/typo", what="--model")
+
+
+def test_json_over_max_input_mb_streams_the_output_while_the_input_still_arrives(env):
+    """Bounded: the answer starts once the cap + 1 byte is read, not at end of input (`yes | squeez --json`)."""
+    proc = subprocess.Popen([str(SQUEEZ), "--backend", "bm25", "--json", "q"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, "SQUEEZ_MAX_INPUT_MB": "0.25"})
+    chunks: list[bytes] = []
+    answering = threading.Event()
+
+    def read_stdout() -> None:
+        while piece := proc.stdout.read1(1 << 16):
+            chunks.append(piece)
+            if sum(map(len, chunks)) >= 200_000:
+                answering.set()
+
+    reader = threading.Thread(target=read_stdout)
+    reader.start()
+    first = passed_log(40_000)  # ~1 MB, four times the cap; the producer stays open after it
+    proc.stdin.write(first)
+    proc.stdin.flush()
+    # A squeez that reads to the end of input before answering has written nothing yet.
+    assert answering.wait(timeout=60), "no answer while the input was still open"
+    second = "".join(f"late line {i}\n" for i in range(1000)).encode() + "é".encode()
+    proc.stdin.write(second)
+    proc.stdin.close()
+    reader.join(timeout=60)
+    stderr = proc.stderr.read()
+    assert proc.wait(timeout=60) == 0, stderr
+    payload = json.loads(b"".join(chunks))
+    data = first + second
+    assert payload["text"] == data.decode() and payload["pruned"] is False
+    assert payload["total_lines"] == payload["kept_lines"] == data.count(b"\n") + 1
+    assert payload["spans"] == [[1, data.count(b"\n") + 1]] and payload["store_id"] is None
+    assert "max_input_mb" in payload["reason"]
