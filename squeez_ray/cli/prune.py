@@ -20,8 +20,11 @@ Contract (what an agent's pipe can rely on):
 - The full output of every pruned call is kept in a local store (``store.py``) and ``squeez show
   ID`` prints it back byte-exact.
 
+- A usage mistake (bad flag) passes the input through too (exit 2; ``args.py``); SIGINT, SIGTERM and
+  SIGHUP pass through the input read so far and exit 128 + n (``signals.py``, ``on_signal``).
+
 Exit codes: 0 answered (pruned or passed through), 1 backend failure under ``--strict``, 2 usage
-or configuration error, 130 interrupted.
+or configuration error, 128 + n ended by signal n (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
