@@ -35,7 +35,6 @@ import json
 import os
 import shutil
 import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -341,20 +340,9 @@ class _Run:
         self._exit_now(code)
 
     def _exit_now(self, code: int) -> None:
-        """From a thread other than the main one: flush, stop engine workers, end the process.
-
-        The main thread may be blocked in a C call that cannot be interrupted. os._exit skips
-        multiprocessing's clean-up, so engine worker processes (vLLM's engine core) are stopped here
-        so that none outlives the command."""
         with contextlib.suppress(Exception):
             self.out.flush()
-            sys.stderr.flush()
-        import multiprocessing
-
-        for child in multiprocessing.active_children():
-            with contextlib.suppress(Exception):
-                child.terminate()
-        os._exit(code)
+        signals.end_process(code)
 
     # -- helpers ----------------------------------------------------------------------------------
 

@@ -50,6 +50,21 @@ def watch(on_signal: Callable[[int], None]) -> Iterator[None]:
         os.close(write_end)  # the watcher reads end-of-file and stops
 
 
+def end_process(code: int) -> None:
+    """From a thread other than the main one, which may be blocked in a C call that cannot be
+    interrupted: end the process now. os._exit skips multiprocessing's clean-up, so engine worker
+    processes (vLLM's engine core) are stopped here, so that none outlives the command."""
+    import multiprocessing
+    import sys
+
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
+    for child in multiprocessing.active_children():
+        with contextlib.suppress(Exception):
+            child.terminate()
+    os._exit(code)
+
+
 def _watch(read_end: int, on_signal: Callable[[int], None]) -> None:
     with open(read_end, "rb", buffering=0) as pipe:
         while True:

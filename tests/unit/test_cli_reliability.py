@@ -110,7 +110,8 @@ def test_sigint_while_the_producer_still_writes_prints_what_was_read(env):
     for reader in readers:
         reader.join(timeout=60)
     assert returncode == 130, got["err"]
-    assert written.startswith(got["out"]) and len(got["out"]) >= len(written) - pipe_size, len(got["out"])
+    # All but what was still in the pipe, and at most one piece read at the instant of the signal.
+    assert written.startswith(got["out"]) and len(got["out"]) >= len(written) - 2 * pipe_size, len(got["out"])
     assert b"bytes read so far passed through unpruned" in got["err"] and b"Traceback" not in got["err"]
 
 
