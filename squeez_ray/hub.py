@@ -30,11 +30,9 @@ def is_hub_id(ref: str) -> bool:
     return bool(_HUB_ID.match(ref)) and not Path(ref).expanduser().exists() and not _local_parent(ref)
 
 
-def _local_parent(ref: str) -> str | None:
-    """The local folder ``ref`` starts in, if there is one: ``runs/typo`` with a ``runs/`` here names a
-    missing checkpoint folder (a typo), not a hub repository to look up over the network."""
-    first = ref.split("/", 1)[0]
-    return first if "/" in ref and Path(first).expanduser().is_dir() else None
+def _local_parent(ref: str) -> bool:
+    """``runs/typo`` where ``runs/`` is a folder here: a mistyped path, not a hub id to fetch."""
+    return Path(ref.split("/", 1)[0]).is_dir()
 
 
 def hub_cache_dir() -> Path:
@@ -56,11 +54,8 @@ def resolve_model(ref: str, *, what: str = "model") -> str:
     if path.is_dir():
         return str(path)
     match = _HUB_ID.match(ref)
-    if path.exists() or match is None or ref.startswith((".", "/", "~")):
+    if path.exists() or match is None or ref.startswith((".", "/", "~")) or _local_parent(ref):
         raise ModelNotFoundError(f"{what} {ref!r}: no such checkpoint directory (and not a hub id like Org/name)")
-    if _local_parent(ref):
-        raise ModelNotFoundError(f"{what} {ref!r}: no such checkpoint directory in {_local_parent(ref)}/ (read as a "
-                                 f"path, not a hub id, since that folder exists here)")
     repo, revision = match.group("repo"), match.group("revision")
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
