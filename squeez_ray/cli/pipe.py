@@ -54,3 +54,29 @@ def release(answer: IO[bytes]) -> None:
         answer.flush()
     with contextlib.suppress(OSError, ValueError):
         answer.close()  # closes the descriptor even when the flush fails (reader gone)
+
+
+def write_unpruned_json(out: IO[bytes], head: bytes, rest: IO[bytes], fields: dict, chunk: int) -> None:
+    """The unpruned JSON answer for an input too big to hold in memory: ``head`` then ``rest`` are
+    streamed into ``"text"`` piece by piece; the line counts, known only at the end, come after it.
+
+    ``fields`` is a PruneResult's ``to_dict()`` (its ``text``, ``spans``, ``kept_lines`` and
+    ``total_lines`` are replaced here)."""
+    import codecs
+    import json
+
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    out.write(b'{"text": "')
+    newlines = 0
+    piece = head
+    while True:
+        final = not piece
+        text = decoder.decode(piece, final=final)
+        newlines += text.count("\n")
+        out.write(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", errors="replace"))
+        if final:
+            break
+        piece = rest.read(chunk)
+    n = newlines + 1  # as spans.split_lines counts: a trailing newline makes an empty last line
+    tail = {k: v for k, v in fields.items() if k != "text"} | {"spans": [[1, n]], "kept_lines": n, "total_lines": n}
+    out.write(b'", ' + json.dumps(tail, ensure_ascii=False).encode("utf-8", errors="replace")[1:] + b"\n")

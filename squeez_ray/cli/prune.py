@@ -20,8 +20,11 @@ Contract (what an agent's pipe can rely on):
 - The full output of every pruned call is kept in a local store (``store.py``) and ``squeez show
   ID`` prints it back byte-exact.
 
+- A usage mistake (bad flag) passes the input through too (exit 2; ``args.py``); SIGINT, SIGTERM and
+  SIGHUP pass through the input read so far and exit 128 + n (``signals.py``, ``on_signal``).
+
 Exit codes: 0 answered (pruned or passed through), 1 backend failure under ``--strict``, 2 usage
-or configuration error, 130 interrupted.
+or configuration error, 128 + n ended by signal n (130 SIGINT, 143 SIGTERM, 129 SIGHUP).
 """
 
 from __future__ import annotations
@@ -31,119 +34,99 @@ import contextlib
 import json
 import os
 import shutil
-import sys
+import signal
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import IO, Any
 
 from squeez_ray.cli import settings as settings_mod
-from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from squeez_ray.cli import signals
+from squeez_ray.cli.args import UsageError, build_parser, parse_arguments  # noqa: F401 - build_parser: public
+from squeez_ray.cli.intake import CHUNK as _CHUNK
+from squeez_ray.cli.intake import Input as _Input
+from squeez_ray.cli.intake import open_input, read_capped
+from squeez_ray.cli.pipe import (
+    EXIT_BACKEND,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    write_unpruned_json,
+)
 from squeez_ray.cli.pipe import note as _note
 from squeez_ray.cli.pipe import release as _release
 from squeez_ray.cli.pipe import reserved_stdout as _reserved_stdout
 from squeez_ray.cli.show import open_store as _open_store
 from squeez_ray.cli.store import StoreError
 from squeez_ray.config import ConfigError
-from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
-from squeez_ray.infer.registry import add_backend_arguments, build_pruner
+from squeez_ray.infer.base import (
+    PruneRequest,
+    PruneResult,
+    RenderOptions,
+    unpruned_result,
+)
+from squeez_ray.infer.registry import build_pruner
 from squeez_ray.spans import count_lines, normalize_spans, render, split_lines
-
-_CHUNK = 1 << 20
-
-
-class UsageError(Exception):
-    """A problem the user fixes on the command line or in the config (exit 2)."""
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="squeez", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Keep only the lines of a tool output that answer a query (verbatim).",
-        epilog="examples:\n  pytest -q 2>&1 | squeez \"which test failed and why\"\n"
-               "  squeez --input-file build.log --json \"the first compiler error\"\n"
-               "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n\n"
-               "--timeout bounds the whole call, engine start included (default 60 s); past it, or on any\n"
-               "backend error, the full output is printed unchanged (exit 0; --strict: exit 1).\n"
-               "Settings: flags > SQUEEZ_* environment > config file ($SQUEEZ_CONFIG or "
-               "~/.config/squeez/config.yaml) > defaults.")
-    parser.add_argument("query", nargs="?", help="what the agent needs from this output")
-    parser.add_argument("--input-file", help="read the tool output from this file instead of stdin")
-    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
-                        help="prefix kept lines with their source line number")
-    parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
-                        help="show '... [N lines omitted]' where lines were cut")
-    parser.add_argument("--json", action="store_true", help="print one JSON object (spans, text, counts, store_id)")
-    parser.add_argument("--stats", action="store_true", help="print lines / tokens kept and latency to stderr")
-    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
-                        help="a backend error or timeout exits 1 instead of passing the output through")
-    parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
-    parser.add_argument("--store", dest="store_outputs", action=argparse.BooleanOptionalAction, default=None,
-                        help="keep the full output for `squeez show ID` (default: on)")
-    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
-    parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
-                        help="prune even when the full output cannot be kept for `squeez show` (default: pass "
-                             "it through unpruned)")
-    add_backend_arguments(parser)
-    return parser
 
 
 def main(argv: list[str]) -> int:
-    args = build_parser().parse_args(argv)
+    args, usage_error = parse_arguments(argv)
     with _reserved_stdout() as (out, owned):
-        run = _Run(args, out, release_early=owned)
-        try:
-            return run.run()
-        except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
-            return EXIT_OK
-        except KeyboardInterrupt:  # Ctrl-C: the agent still gets its output (what was read)
-            return run.answer_anyway("interrupted", EXIT_INTERRUPTED)
-        except Exception as error:  # noqa: BLE001 - a bug of ours after the input was read: never leave the pipe empty
-            return run.answer_anyway(f"internal error ({type(error).__name__}: {error})", EXIT_BACKEND)
-
-
-@dataclass
-class _Input:
-    data: bytes  # the bytes read (a prefix only when ``rest`` is set)
-    rest: IO[bytes] | None = None  # still unread: the input was over max_input_mb and is streamed
+        run = _Run(args, out, release_early=owned, usage_error=usage_error)
+        with signals.watch(run.on_signal):
+            try:
+                return run.run()
+            except BrokenPipeError:  # the reader went away (`| head`): not an error of ours
+                return EXIT_OK
+            except KeyboardInterrupt:  # Ctrl-C where no handler could be installed (not the main thread)
+                return run.answer_anyway("interrupted", EXIT_INTERRUPTED)
+            except Exception as error:  # noqa: BLE001 - a bug of ours after the input was read: never leave the pipe empty
+                return run.answer_anyway(f"internal error ({type(error).__name__}: {error})", EXIT_BACKEND)
+            finally:
+                run.answered.set()
 
 
 class _Run:
     """One invocation. Once the watchdog runs, ``_claim`` makes sure exactly one answer reaches
     stdout, even when it and the main thread finish at the same moment."""
 
-    def __init__(self, args: argparse.Namespace, out: IO[bytes], release_early: bool = False):
+    def __init__(self, args: argparse.Namespace, out: IO[bytes], release_early: bool = False,
+                 usage_error: str | None = None):
         self.args = args
+        self.usage_error = usage_error
         self.out = out
         self.release_early = release_early  # ``out`` is ours to close once answered
         self.started = time.perf_counter()
         self._answered = threading.Lock()
+        self._owner: int | None = None  # the thread that holds ``_answered``
+        self.answered = threading.Event()  # set once the answer is written (a signal then only ends the process)
+        self.reading = bytearray()  # the input as read so far: what a signal during reading passes through
+        self.streaming = False  # a pass-through is streaming the unread input (a signal may cut it there)
         self.settings: Any = None
         self.input = _Input(b"")
         self.load_s = 0.0
         self.input_read = False
-        self._mine = False  # the main thread holds the answer lock
         self.wrote = False  # something reached ``out`` already (then a late failure cannot restart the answer)
         self.stored: tuple[str | None, str | None] | None = None  # (store id, note) once the store was tried
 
     # -- flow -------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        config_error = None
+        config_error = self.usage_error
         try:
             self.settings = settings_mod.resolve(self._cli_settings(), config_path=self.args.config)
         except ConfigError as error:
-            config_error = str(error)
+            config_error = config_error or str(error)
+        except Exception as error:  # noqa: BLE001 - unreadable settings must not cost the output: say what failed
+            config_error = config_error or f"cannot load the settings ({type(error).__name__}: {error})"
         max_mb = self.settings.max_input_mb if self.settings else settings_mod.CommandSettings.max_input_mb
         try:
-            self.input = self._read_input(int(max_mb * (1 << 20)))
+            self.input = read_capped(open_input(self.args.input_file), int(max_mb * (1 << 20)), self.reading)
         except UsageError as error:
-            _note(str(error))
+            _note(f"{self.usage_error}\n{error}" if self.usage_error else str(error))
             return EXIT_USAGE
         self.input_read = True
+        self.reading = bytearray()
         if config_error is None and not (self.args.query or "").strip():
             config_error = "a query is required: some_command | squeez \"what you need from its output\""
         if config_error is None:
@@ -196,9 +179,7 @@ class _Run:
             except Exception as error:  # the fail-open boundary: say what was swallowed
                 failure = f"backend {s.backend} failed ({type(error).__name__}: {error})"
             watchdog.cancel()
-            if not self._claim():  # the watchdog is answering and will end the process
-                threading.Event().wait()
-            self._mine = True
+            self._hold()
             if failure is not None:
                 return self._backend_failed(failure)
             return self._answer_pruned(result)
@@ -211,6 +192,8 @@ class _Run:
             else:
                 with contextlib.suppress(OSError, ValueError):
                     self.out.flush()
+            if self.wrote:
+                self.answered.set()
             if pruner is not None:
                 with contextlib.suppress(Exception):
                     pruner.close()
@@ -266,13 +249,20 @@ class _Run:
 
     def _write_whole_input(self, reason: str, *, keep: bool = False) -> None:
         """The input byte for byte (streaming what is still unread), or as an unpruned JSON answer."""
-        if self.args.json:
+        backend = self.settings.backend if self.settings else None
+        if self.args.json and self.input.rest is not None:  # too big to hold: stream it into "text"
+            self._hold()
+            self.streaming = self.wrote = True
+            fields = unpruned_result("", reason, model=backend).to_dict() | {"store_id": None}
+            write_unpruned_json(self.out, self.input.data, self.input.rest, fields, _CHUNK)
+        elif self.args.json:
             stored_id = self._keep_full_output()[0] if keep else None
-            backend = self.settings.backend if self.settings else None
-            self._write_json(unpruned_result(self._read_rest_text(), reason, model=backend), stored_id)
+            self._write_json(unpruned_result(self.input.data.decode("utf-8", errors="replace"), reason,
+                                             model=backend), stored_id)
         else:
             self._emit(self.input.data)
             if self.input.rest is not None:
+                self.streaming = True
                 shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
         self.out.flush()
 
@@ -303,9 +293,7 @@ class _Run:
         """After an interrupt or a bug: the full input (if read and nothing was written yet), and ``code``."""
         strict = bool(self.settings.strict) if self.settings else bool(self.args.strict)
         if self.input_read and not self.wrote and not strict:
-            if not self._mine and not self._claim():  # the watchdog is answering and will end the process
-                threading.Event().wait()
-            self._mine = True
+            self._hold()
             with contextlib.suppress(OSError, ValueError):
                 self._write_whole_input(why)
                 _note(f"{why}; passed the full output through unpruned")
@@ -323,24 +311,54 @@ class _Run:
         if not self._claim():  # the main thread is already answering
             return
         reason = f"backend {self.settings.backend} timed out after {self.settings.timeout_s:g} s"
-        code = self._backend_failed(reason)
+        self._exit_now(self._backend_failed(reason))
+
+    def on_signal(self, signum: int) -> None:
+        """Watcher thread (signals.py), on SIGINT / SIGTERM / SIGHUP: unless an answer is already being
+        written, write the input read so far, unpruned; then end the process with 128 + ``signum``."""
+        code, name = 128 + signum, signal.Signals(signum).name
+        if self._claim():
+            strict = bool(self.settings.strict) if self.settings else bool(self.args.strict)
+            data = self.input.data if self.input_read else bytes(self.reading)
+            whole = self.input_read and self.input.rest is None
+            reason = f"interrupted by {name}: " + ("the full output" if whole else f"the {len(data)} bytes read so far")
+            if strict:
+                _note(f"interrupted by {name} (--strict: no output)")
+            else:
+                with contextlib.suppress(OSError, ValueError):
+                    if self.args.json:
+                        backend = self.settings.backend if self.settings else None
+                        text = data.decode("utf-8", errors="replace")
+                        self._write_json(unpruned_result(text, reason + " passed through", model=backend), None)
+                    else:
+                        self._emit(data)
+                _note(reason + " passed through unpruned")
+        elif not self.streaming:
+            self.answered.wait()  # the main thread is writing its answer: let it finish first
+        else:  # a pass-through stream of input still arriving: what was written is a prefix of it
+            os._exit(code)
+        self._exit_now(code)
+
+    def _exit_now(self, code: int) -> None:
         with contextlib.suppress(Exception):
             self.out.flush()
-            sys.stderr.flush()
-        # os._exit skips multiprocessing's clean-up: stop engine worker processes (vLLM's engine
-        # core) ourselves so none outlives the command.
-        import multiprocessing
-
-        for child in multiprocessing.active_children():
-            with contextlib.suppress(Exception):
-                child.terminate()
-        os._exit(code)
+        signals.end_process(code)
 
     # -- helpers ----------------------------------------------------------------------------------
 
     def _claim(self) -> bool:
-        """True for the first caller only: the one that may write the answer."""
-        return self._answered.acquire(blocking=False)
+        """True for the first thread to ask (and again for it): the one that may write the answer."""
+        if self._owner == threading.get_ident():
+            return True
+        if self._answered.acquire(blocking=False):
+            self._owner = threading.get_ident()
+            return True
+        return False
+
+    def _hold(self) -> None:
+        """Claim the answer, or (the watchdog or a signal has it, and will end the process) wait for the end."""
+        if not self._claim():
+            threading.Event().wait()
 
     def _write_json(self, result: PruneResult, stored_id: str | None) -> None:
         payload = result.to_dict()
@@ -348,13 +366,9 @@ class _Run:
         self._emit(json.dumps(payload, ensure_ascii=False).encode("utf-8", errors="replace") + b"\n")
 
     def _emit(self, data: bytes) -> None:
+        self._hold()
         self.wrote = True
         self.out.write(data)
-
-    def _read_rest_text(self) -> str:
-        data = self.input.data + (self.input.rest.read() if self.input.rest is not None else b"")
-        self.input = _Input(data)
-        return data.decode("utf-8", errors="replace")
 
     def _stats(self, result: PruneResult) -> None:
         if not self.args.stats:
@@ -372,23 +386,6 @@ class _Run:
     def _cli_settings(self) -> dict[str, Any]:
         given = vars(self.args)
         return {name: given[name] for name in settings_mod.FIELDS if name in given}
-
-    def _read_input(self, limit: int) -> _Input:
-        if self.args.input_file:
-            try:
-                handle = open(self.args.input_file, "rb")
-            except OSError as error:
-                raise UsageError(f"cannot read --input-file {self.args.input_file}: {error.strerror}") from None
-        else:
-            if sys.stdin is None or sys.stdin.isatty():
-                raise UsageError("no input: pipe a command's output into squeez (cmd | squeez \"query\") "
-                                 "or pass --input-file FILE")
-            handle = sys.stdin.buffer
-        data = handle.read(limit + 1)
-        if len(data) > limit:
-            return _Input(data, rest=handle)
-        return _Input(data)
-
 
 def _kept_lines(data: bytes, spans: list[list[int]]) -> Iterator[str]:
     lines = split_lines(data.decode("utf-8", errors="replace"))

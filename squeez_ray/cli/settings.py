@@ -94,9 +94,17 @@ def _validate(self: Any) -> list[str]:
         # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
         if value is not None and not (math.isfinite(value) and value > 0):
             problems.append(f"{name}: must be a finite number > 0, got {value!r}")
-    value = number("min_lines")
-    if value is not None and value < 0:
-        problems.append(f"min_lines: must be >= 0, got {value!r}")
+    # Counts and shares: a negative or out-of-range value would silently change what is kept.
+    for name, low, high in (("min_lines", 0, None), ("chunk_overlap_lines", 0, None), ("max_retries", 0, None),
+                            ("batch_size", 1, None), ("max_concurrency", 1, None), ("max_context_tokens", 1, None),
+                            ("max_new_tokens", 1, None), ("keep_ratio", 0, 1), ("fuzzy_threshold", 0, 100),
+                            ("threshold", 0, None)):
+        value = number(name)
+        if value is None:
+            continue
+        if not math.isfinite(value) or value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"between {low} and {high}"
+            problems.append(f"{name}: must be {allowed}, got {value!r}")
     return problems
 
 
@@ -132,6 +140,9 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
             settings = load_config(Settings, path)  # errors name the file and the key
         except (OSError, UnicodeDecodeError) as error:  # a folder, no permission, not text
             raise ConfigError([f"cannot read config file {path}: {error}"], str(path)) from None
+        except RecursionError:  # the YAML parser recurses per nesting level
+            raise ConfigError([f"config file {path} is nested too deeply to read (it must be a flat mapping)"],
+                              str(path)) from None
     else:
         settings = Settings()
     problems: list[str] = []
@@ -182,7 +193,7 @@ def _store_dir_from_file(env: typing.Mapping[str, str], config_path: str | None)
     path = Path(explicit).expanduser() if explicit else default_config_path(env)
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return None
     value = data.get("store_dir") if isinstance(data, dict) else None
     return value if isinstance(value, str) and value else None

@@ -41,10 +41,18 @@ def show_main(argv: list[str]) -> int:
     except StoreError as error:
         note(str(error))
         return EXIT_BACKEND
+    if sys.stdout is None:  # started with stdout closed (`squeez show ID >&-`)
+        note("cannot print the output: stdout is closed")
+        return EXIT_BACKEND
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
-    except BrokenPipeError:
-        with contextlib.suppress(OSError):
+    except OSError as error:  # the reader went away, a full disk (`> /dev/full`), ...
+        # Nothing more can reach stdout: point it at /dev/null so the exit flush does not fail again.
+        with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        if isinstance(error, BrokenPipeError):  # `squeez show ID | head`: not an error
+            return EXIT_OK
+        note(f"cannot print the output: {error.strerror or error}")
+        return EXIT_BACKEND
     return EXIT_OK

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,6 +27,7 @@ MIN_PREFIX = 4
 SUFFIX = ".out"
 # Temporary files of a crashed writer older than this are removed during eviction.
 STALE_TMP_S = 3600
+_ENTRY = re.compile(r"^[0-9a-f]{64}\.out$")  # what put() names an entry: the SHA-256 of its bytes
 
 
 class StoreError(Exception):
@@ -64,13 +67,29 @@ class OutputStore:
         return Stored(digest[:SHORT_ID], path, note)
 
     def get(self, ident: str) -> bytes:
-        return self.resolve(ident).read_bytes()
+        """The stored bytes, checked against the SHA-256 their name claims: never print an entry that
+        was altered, or a link planted in the store, as if squeez had kept it."""
+        path = self.resolve(ident)
+        try:
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            if path.is_symlink():
+                raise StoreError(f"store entry {path.name} is a symbolic link, not an output squeez kept: "
+                                 f"not printed") from None
+            raise
+        with os.fdopen(fd, "rb") as handle:
+            data = handle.read()
+        if hashlib.sha256(data).hexdigest() != path.name[: -len(SUFFIX)]:
+            raise StoreError(f"store entry {path.name} does not match its id (altered or corrupted since it was "
+                             f"kept): not printed")
+        return data
 
     def resolve(self, ident: str) -> Path:
         ident = ident.strip().lower()
         if len(ident) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ident):
             raise StoreError(f"{ident!r} is not a store id (ids are hex, at least {MIN_PREFIX} characters)")
-        matches = sorted(self.root.glob(ident + "*" + SUFFIX)) if self.root.is_dir() else []
+        matches = sorted(p for p in self.root.glob(ident + "*" + SUFFIX) if _ENTRY.match(p.name)) \
+            if self.root.is_dir() else []
         if not matches:
             raise StoreError(f"no output with id {ident} in {self.root} (it may have been evicted: the store "
                              f"keeps the newest {self.max_bytes // (1 << 20)} MiB)")

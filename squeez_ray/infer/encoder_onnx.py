@@ -48,8 +48,9 @@ def onnx_file(model_dir: Path, dtype: str | None) -> Path:
 
 def load_onnx_encoder(model_dir: str | Path, *, dtype: str | None = None, threads: int | None = None):
     """(session, LineTokenizer, settings) from an exported encoder directory."""
-    import onnxruntime as ort
+    from squeez_ray.infer.ort_import import import_onnxruntime
 
+    ort = import_onnxruntime()  # not a plain import: a long command line crashes it (ort_import.py)
     directory = Path(model_dir)
     settings_path = directory / ENCODER_CONFIG
     if not settings_path.is_file():

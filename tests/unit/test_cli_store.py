@@ -51,7 +51,9 @@ def test_ambiguous_and_malformed_ids(tmp_path):
         (tmp_path / ("abcd" + fill * 60 + ".out")).write_bytes(fill.encode())
     with pytest.raises(StoreError, match="ambiguous"):
         store.get("abcd")
-    assert store.get("abcd2") == b"2"
+    assert store.resolve("abcd2").name == "abcd" + "2" * 60 + ".out"
+    with pytest.raises(StoreError, match="does not match its id"):  # named by no hash of its bytes
+        store.get("abcd2")
     for bad in ("abc", "xyz123", "../../etc/passwd"):
         with pytest.raises(StoreError, match="is not a store id"):
             store.get(bad)

@@ -1,0 +1,85 @@
+"""The flags of the ``squeez`` pipe, read so that a mistake in them never costs the piped output.
+
+argparse exits on a bad flag before any input is read (nothing on stdout): here a mistake is a
+UsageError instead, and the flags that could still be read come back with it, so the pipe passes
+the output through as they asked (``--json``, ``--input-file``, ``--strict``) and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.pipe import note
+from squeez_ray.infer.registry import add_backend_arguments
+
+
+class UsageError(Exception):
+    """A problem the user fixes on the command line or in the config (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """Raises UsageError instead of exiting: a flag mistake must still pass the piped output through."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(f"{message} (squeez --help lists the flags)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="squeez", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Keep only the lines of a tool output that answer a query (verbatim).",
+        epilog="examples:\n  pytest -q 2>&1 | squeez \"which test failed and why\"\n"
+               "  squeez --input-file build.log --json \"the first compiler error\"\n"
+               "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n\n"
+               "--timeout bounds the whole call, engine start included (default 60 s); past it, or on any\n"
+               "backend error, the full output is printed unchanged (exit 0; --strict: exit 1).\n"
+               "Settings: flags > SQUEEZ_* environment > config file ($SQUEEZ_CONFIG or "
+               "~/.config/squeez/config.yaml) > defaults.")
+    parser.add_argument("query", nargs="*", help="what the agent needs from this output (quote it; words "
+                                                 "given unquoted are joined into one query)")
+    parser.add_argument("--input-file", help="read the tool output from this file instead of stdin")
+    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
+                        help="prefix kept lines with their source line number")
+    parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
+                        help="show '... [N lines omitted]' where lines were cut")
+    parser.add_argument("--json", action="store_true", help="print one JSON object (spans, text, counts, store_id)")
+    parser.add_argument("--stats", action="store_true", help="print lines / tokens kept and latency to stderr")
+    parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                        help="a backend error or timeout exits 1 instead of passing the output through")
+    parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
+    parser.add_argument("--store", dest="store_outputs", action=argparse.BooleanOptionalAction, default=None,
+                        help="keep the full output for `squeez show ID` (default: on)")
+    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
+                        help="prune even when the full output cannot be kept for `squeez show` (default: pass "
+                             "it through unpruned)")
+    add_backend_arguments(parser)
+    return parser
+
+
+
+def parse_arguments(argv: list[str]) -> tuple[argparse.Namespace, str | None]:
+    """(flags, usage error): on a mistake, the flags that could still be read (for --input-file, --json,
+    --strict, --config), so that the output can be passed through as the flags asked."""
+    parser = build_parser()
+    try:
+        args = parser.parse_intermixed_args(argv)
+    except UsageError as error:
+        try:
+            args = parser.parse_known_intermixed_args(argv)[0]
+        except UsageError:
+            args = parser.parse_intermixed_args([])
+        args.query = None
+        return args, str(error)
+    words = args.query or []
+    args.query = " ".join(words) or None
+    if len(words) > 1:
+        # `squeez which test failed`: what the user means is plain, and refusing would cost the output.
+        note(f"the query came as {len(words)} separate words; read as one query: {args.query!r} "
+              f"(quote it to pass it as one argument)")
+    return args, None
+
+
