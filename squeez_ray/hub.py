@@ -27,7 +27,12 @@ class ModelNotFoundError(FileNotFoundError):
 
 
 def is_hub_id(ref: str) -> bool:
-    return bool(_HUB_ID.match(ref)) and not Path(ref).expanduser().exists()
+    return bool(_HUB_ID.match(ref)) and not Path(ref).expanduser().exists() and not _local_parent(ref)
+
+
+def _local_parent(ref: str) -> bool:
+    """``runs/typo`` where ``runs/`` is a folder here: a mistyped path, not a hub id to fetch."""
+    return Path(ref.split("/", 1)[0]).is_dir()
 
 
 def hub_cache_dir() -> Path:
@@ -49,7 +54,7 @@ def resolve_model(ref: str, *, what: str = "model") -> str:
     if path.is_dir():
         return str(path)
     match = _HUB_ID.match(ref)
-    if path.exists() or match is None or ref.startswith((".", "/", "~")):
+    if path.exists() or match is None or ref.startswith((".", "/", "~")) or _local_parent(ref):
         raise ModelNotFoundError(f"{what} {ref!r}: no such checkpoint directory (and not a hub id like Org/name)")
     repo, revision = match.group("repo"), match.group("revision")
     from huggingface_hub import snapshot_download

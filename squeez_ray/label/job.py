@@ -44,6 +44,10 @@ class LabelConfig:
         problems = [f"{name}: required" for name in ("observations", "output_dir") if not getattr(self, name)]
         if self.chunk_size < 1:
             problems.append(f"chunk_size: must be >= 1, got {self.chunk_size}")
+        if self.output_dir:
+            from squeez_ray.config import output_dir_problem
+
+            problems += [p for p in [output_dir_problem("output_dir", self.output_dir)] if p]
         return problems
 
 
