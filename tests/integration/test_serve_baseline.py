@@ -348,7 +348,7 @@ def test_slow_bodies_get_408_and_do_not_starve_other_callers(base_url):
                     if data:
                         answers.append(data)
                     break  # an answer (or the server closed): this client is done
-                except socket.timeout:
+                except TimeoutError:
                     pass
                 try:
                     sock.sendall(b" ")

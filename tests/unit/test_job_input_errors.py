@@ -5,7 +5,6 @@ rules, deep YAML, output paths that are files, a mistyped local model path. Each
 from __future__ import annotations
 
 import math
-import os
 from pathlib import Path
 
 import pytest
@@ -122,8 +121,9 @@ def test_reprune_flags_are_checked(argv, expected, capsys, tmp_path):
 
 
 def test_an_os_error_at_the_top_of_a_job_is_one_line(capsys):
-    from squeez_ray.runner import Outcome, run_job
     import argparse
+
+    from squeez_ray.runner import Outcome, run_job
 
     def work(args) -> Outcome:
         raise NotADirectoryError(20, "Not a directory", "/data/out/x")
