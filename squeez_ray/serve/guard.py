@@ -73,7 +73,7 @@ class RequestGuard:
         while True:
             try:
                 message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
-            except asyncio.TimeoutError:
+            except TimeoutError:  # asyncio.wait_for's, on Python >= 3.11
                 await send_error(send, 408, "timeout", f"the request body did not arrive within "
                                  f"{settings.body_timeout_s:g} s (received {size} bytes); send it at once",
                                  [(b"connection", b"close")])
