@@ -67,7 +67,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def work(args: argparse.Namespace) -> Outcome:
     summary = run_reprune(config_from_args(args))
     failed = summary["failed_files"] or summary["failed_observations"]
-    return Outcome(exit_code=EXIT_FAILURES if failed else EXIT_OK, manifest=f"{args.output}/manifest.json")
+    notes = []
+    if summary["failed_observations"]:  # one line on why, e.g. a server that was down (report.md has each)
+        notes.append(f"{len(summary['failed_observations'])} observation(s) left unpruned, e.g. "
+                     f"{summary['failed_observations'][-1]['error']}")
+    return Outcome(exit_code=EXIT_FAILURES if failed else EXIT_OK, notes=notes, manifest=f"{args.output}/manifest.json")
 
 
 def main(argv: list[str] | None = None) -> int:

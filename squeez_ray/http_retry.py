@@ -57,3 +57,48 @@ def retry_after_seconds(value: Any) -> float | None:
         return max(0.0, float(value))
     except (TypeError, ValueError):
         return None
+
+
+class Circuit:
+    """Stops calling a server that does not answer: after ``threshold`` calls in a row got no answer
+    at all (connection refused, timeout, after their own retries), every call fails at once for
+    ``cooldown_s``; then one call may try again. A down server costs a bulk job seconds, not a full
+    retry cycle per item. Any HTTP answer, error statuses included, closes it. Thread-safe."""
+
+    def __init__(self, threshold: int = 3, cooldown_s: float = 30.0):
+        import threading
+
+        self.threshold = max(1, threshold)
+        self.cooldown_s = cooldown_s
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._opened_at: float | None = None
+        self.refused = 0  # calls failed at once while open (the count a test or a report can read)
+
+    def allow(self) -> bool:
+        import time
+
+        with self._lock:
+            if self._opened_at is None:
+                return True
+            if time.monotonic() - self._opened_at >= self.cooldown_s:
+                self._opened_at = time.monotonic()  # one probe per cooldown; its outcome decides
+                return True
+            self.refused += 1
+            return False
+
+    def answered(self) -> None:
+        with self._lock:
+            self._failures, self._opened_at = 0, None
+
+    def no_answer(self) -> None:
+        import time
+
+        with self._lock:
+            self._failures += 1
+            if self._failures >= self.threshold and self._opened_at is None:
+                self._opened_at = time.monotonic()
+
+    @property
+    def is_open(self) -> bool:
+        return self._opened_at is not None

@@ -10,6 +10,8 @@ function, and :func:`run_job` does the rest, the same way for every job:
   not at all when a resumed run finds nothing left to do;
 - one error type, ``squeez_ray.errors.JobError`` (configs: ``ConfigError``; data: ``DataError``): the message is
   printed as one line ``JOB: message`` on stderr, never a traceback, and the job exits 2;
+- an ``OSError`` reaching the top (an output path that is a file or read-only, a missing input, a
+  full disk) is one line ``JOB: path: reason``, exit 2, like a JobError;
 - exit codes: 0 done, 1 done with failures the manifest lists, 2 bad input, 130 interrupted;
 - the summary printed last on stdout (indented JSON: scripts read it), and one line on stderr
   saying how the job ended, how long it took and where its manifest is.
@@ -88,11 +90,20 @@ def run_job(name: str, work: Callable[..., Outcome], argv: Sequence[str] | None 
     except (ConfigError, DataError, JobError, *errors) as error:
         print(f"{name}: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except OSError as error:  # a path that is a file, read-only, missing, a full disk: the person's to fix
+        print(f"{name}: {_os_error(error)}", file=sys.stderr)
+        return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{name}: interrupted; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
     _report(name, outcome, time.perf_counter() - started)
     return outcome.exit_code
+
+
+def _os_error(error: OSError) -> str:
+    if error.strerror and error.filename:
+        return f"{error.filename}: {error.strerror}"
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 def _report(name: str, outcome: Outcome, seconds: float) -> None:
@@ -140,13 +151,14 @@ def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
             key, value = parse_override(word)
             set_dotted(values, key, value)
     except ConfigError as error:
-        parser.error(str(error))
+        parser.error("; ".join(error.problems))
     dests = {a.dest for a in parser._actions}
     allowed = (dests - {"help", "config"}) | set(parser.get_default("_extra_config_keys") or ())
     unknown = sorted(set(values) - allowed)
     if unknown:
         where = f"--config {config_path}: " if config_path else ""
         parser.error(f"{where}unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}")
+    declared = {a.dest: a.default for a in parser._actions}  # before the config's values replace them
     parser.set_defaults(**{k: v for k, v in values.items() if k in dests})
     args = parser.parse_args(rest)
     for key in set(values) - dests:
@@ -154,7 +166,34 @@ def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> 
     missing = [key for key in parser.get_default("_required_config_keys") or () if getattr(args, key, None) is None]
     if missing:
         parser.error(f"the following arguments are required: {', '.join('--' + m for m in missing)}")
+    _check_numbers(parser, args, declared)
     return args
+
+
+def _check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace, declared: dict[str, Any]) -> None:
+    """The config layer's number rules for flags (``squeez_ray.config``): of the right type (a YAML
+    value skips argparse's conversion), finite, and not negative unless the default is."""
+    import math
+
+    from squeez_ray.config import NEGATIVE
+
+    for action in parser._actions:
+        if action.type not in (int, float) or action.nargs not in (None, "?"):
+            continue
+        value = getattr(args, action.dest, None)
+        flag = action.option_strings[-1] if action.option_strings else action.dest
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (action.type is int and
+                                                                              isinstance(value, float)):
+            kind = "an integer" if action.type is int else "a number"
+            parser.error(f"{flag}: expected {kind}, got {value!r}")
+        if not math.isfinite(value):
+            parser.error(f"{flag}: expected a finite number, got {value!r}")
+        default = declared.get(action.dest)
+        default = default if isinstance(default, (int, float)) else 0
+        if value < 0 <= default:
+            parser.error(f"{flag}: {value!r} {NEGATIVE}")
 
 
 def _split_overrides(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[list[str], list[str]]:
@@ -175,10 +214,14 @@ def _split_overrides(parser: argparse.ArgumentParser, argv: list[str]) -> tuple[
 def _read_yaml(path: str, parser: argparse.ArgumentParser) -> dict[str, Any]:
     import yaml
 
+    from squeez_ray.config import TOO_DEEP
+
     try:
         values = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except (OSError, yaml.YAMLError) as error:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
         parser.error(f"--config {path}: {error}")
+    except RecursionError:
+        parser.error(f"--config {path}: {TOO_DEEP}")
     if not isinstance(values, dict):
         parser.error(f"--config {path}: must hold a mapping at the top level")
     return values

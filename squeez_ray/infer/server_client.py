@@ -6,7 +6,10 @@ Requests go out in batches of ``batch_size`` items, up to ``max_concurrency`` at
 (queues full), another "not now" status or a connection failure is retried up to ``max_retries``
 times by the project's one policy (``squeez_ray.http_retry``: the server's Retry-After, capped, or
 an exponential backoff); any other 4xx is the caller's mistake and is raised at once with the
-server's message. The answers are the server's own (spans, verbatim text,
+server's message. After ``CIRCUIT_THRESHOLD`` requests in a row got no answer at all (the
+server is down), the client stops trying for a while (``http_retry.Circuit``) and raises
+:class:`ServerUnreachable` at once: a bulk job over thousands of outputs fails each in
+microseconds instead of seconds of retries. The answers are the server's own (spans, verbatim text,
 pruned flag): the service already failed open where it had to.
 """
 
@@ -18,11 +21,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import fields
 from typing import Any, Sequence
 
-from squeez_ray.http_retry import RetryPolicy
+from squeez_ray.http_retry import Circuit, RetryPolicy
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions
 from squeez_ray.infer.registry import BackendOptions
 
 MAX_RETRY_WAIT_S = 10.0  # a pipe waits on this client: no single wait longer
+CIRCUIT_THRESHOLD = 3  # requests in a row without any answer (each after its retries) before giving up
+CIRCUIT_COOLDOWN_S = 30.0  # then one request tries again
 _RESULT_FIELDS = {f.name for f in fields(PruneResult)}
 
 
@@ -32,6 +37,10 @@ class ServerError(RuntimeError):
     def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
         self.status = status
+
+
+class ServerUnreachable(ServerError):
+    """No answer from the server (connection refused, timeouts) and the circuit is open."""
 
 
 class ServerPruner(Pruner):
@@ -46,6 +55,8 @@ class ServerPruner(Pruner):
         self.options = options
         self.retry = RetryPolicy(max_retries=options.max_retries, backoff_base_s=0.25, backoff_max_s=MAX_RETRY_WAIT_S)
         self._local = threading.local()
+        self.circuit = Circuit(CIRCUIT_THRESHOLD, CIRCUIT_COOLDOWN_S)
+        self.requests_sent = 0  # HTTP attempts, retries included
 
     def _session(self) -> Any:
         import requests
@@ -73,12 +84,18 @@ class ServerPruner(Pruner):
                 "options": {"line_numbers": render_options.line_numbers, "markers": render_options.markers}}
         last: Exception | None = None
         for attempt in range(self.retry.attempts):
+            if not self.circuit.allow():
+                raise ServerUnreachable(f"{self.url} is unreachable: {self.circuit.threshold} requests in a row "
+                                        f"got no answer; not trying again for {self.circuit.cooldown_s:g} s "
+                                        "(is the server up?)")
             retry_after = None
             try:
+                self.requests_sent += 1
                 response = self._session().post(self.url, json=body, timeout=(5.0, self.options.timeout_s))
             except (requests.ConnectionError, requests.Timeout) as error:
                 last = ServerError(f"{self.url}: {type(error).__name__}: {error}")
             else:
+                self.circuit.answered()
                 if response.status_code == 200:
                     return self._results(response, len(batch))
                 message = _error_message(response)
@@ -88,6 +105,8 @@ class ServerPruner(Pruner):
                 retry_after = response.headers.get("Retry-After")
             if attempt + 1 < self.retry.attempts:
                 time.sleep(self.retry.delay(attempt, retry_after))
+        if last is not None and last.status is None:  # type: ignore[attr-defined]
+            self.circuit.no_answer()
         raise last  # type: ignore[misc]
 
     def _results(self, response: Any, expected: int) -> list[PruneResult]:

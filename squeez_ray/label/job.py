@@ -44,6 +44,10 @@ class LabelConfig:
         problems = [f"{name}: required" for name in ("observations", "output_dir") if not getattr(self, name)]
         if self.chunk_size < 1:
             problems.append(f"chunk_size: must be >= 1, got {self.chunk_size}")
+        if self.output_dir:
+            from squeez_ray.config import output_dir_problem
+
+            problems += [p for p in [output_dir_problem("output_dir", self.output_dir)] if p]
         return problems
 
 
@@ -166,4 +170,24 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
         "seconds": round(time.time() - started, 2),
     }
     write_json_atomic(output_dir / "manifest.json", manifest)
+    _check_teacher_answered(config, totals, dropped, drop_examples)
     return manifest
+
+
+def _check_teacher_answered(config: LabelConfig, totals: Counter, dropped: Counter, examples: dict[str, str]) -> None:
+    """A run whose every teacher request was lost to the transport (endpoint down, wrong URL) labelled
+    nothing: say so and exit non-zero, rather than "done" with zero rows. Nothing was settled, so the
+    rerun (once the endpoint is up) labels the same rows."""
+    from squeez_ray.label import stages
+    from squeez_ray.label.pipeline import TRANSPORT_REASONS
+
+    before_teacher = {stages.OBSERVATION_ERROR, stages.EMPTY_OUTPUT, stages.OUTPUT_TOO_LONG}
+    lost = {reason: n for reason, n in dropped.items() if reason in TRANSPORT_REASONS}
+    answered = [r for r in dropped if r not in TRANSPORT_REASONS and r not in before_teacher]  # a reply was judged
+    if totals["labelled"] or not lost or answered:
+        return
+    where = config.teacher.http.url if config.teacher.engine == "http" else f"the {config.teacher.engine} teacher"
+    reason = max(lost, key=lost.__getitem__)
+    detail = examples.get(reason, "").split(": ", 1)[-1][:200]
+    raise LabelJobError(f"the teacher answered none of {sum(lost.values())} request(s) ({reason}: {detail}); "
+                        f"is {where} up? Nothing was settled: rerun the same command once it answers")

@@ -126,7 +126,8 @@ class BatchAnswer(BaseModel):
 class ErrorDetail(BaseModel):
     code: int = Field(..., description="The HTTP status.")
     message: str = Field(..., description="What was wrong and how to fix it.")
-    type: str = Field(..., description="invalid_request | too_large | unauthorized | overloaded | not_found | internal")
+    type: str = Field(..., description="invalid_request | too_large | unauthorized | timeout | overloaded | not_found "
+                                       "| internal")
 
 
 class ErrorAnswer(BaseModel):
@@ -146,6 +147,8 @@ NOT_FOUND = {404: {"model": ErrorAnswer, "description": "No model behind this se
 
 ERROR_RESPONSES = {
     401: {"model": ErrorAnswer, "description": "Missing or wrong bearer token (only when a token is configured)."},
+    408: {"model": ErrorAnswer, "description": "The request body did not arrive within the body deadline "
+                                               "(limits.body_timeout_s): send it at once."},
     413: {"model": ErrorAnswer, "description": "Body larger than the size limit, or too many batch items."},
     422: {"model": ErrorAnswer, "description": "Invalid JSON (or not UTF-8, or nested too deeply), missing or empty "
                                                "query, non-text tool_output."},

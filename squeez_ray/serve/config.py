@@ -30,6 +30,9 @@ class Limits:
     # (pruned=false, reason "timeout ..."): DESIGN.md's fail-open, what an agent loop wants.
     request_timeout_s: float = 30.0
     retry_after_s: int = 1  # Retry-After on 503 (queues full)
+    # Seconds the whole request body may take to arrive; slower bodies get 408. Each slow client
+    # holds an API replica slot, so without it a few hundred trickling bodies starve everyone.
+    body_timeout_s: float = 10.0
     # Model calls (one per chunk) one request keeps in flight; keep it below the model replicas'
     # max_ongoing_requests + max_queued_requests, or one large batch alone would be refused.
     max_calls_per_request: int = 8
@@ -39,8 +42,9 @@ class Limits:
         for name in ("max_request_bytes", "max_batch_items", "retry_after_s", "max_calls_per_request"):
             if getattr(self, name) < 1:
                 problems.append(f"{name}: {getattr(self, name)!r} must be >= 1")
-        if self.request_timeout_s <= 0:
-            problems.append(f"request_timeout_s: {self.request_timeout_s!r} must be > 0")
+        for name in ("request_timeout_s", "body_timeout_s"):
+            if getattr(self, name) <= 0:
+                problems.append(f"{name}: {getattr(self, name)!r} must be > 0")
         return problems
 
 

@@ -1,12 +1,16 @@
-"""Checks that run before a request reaches a route: bearer-token auth (401) and the body size limit (413).
+"""Checks that run before a request reaches a route: bearer-token auth (401), the body size limit
+(413) and the body read deadline (408).
 
 A pure ASGI middleware rather than FastAPI dependencies because the size limit must hold before the
 body is parsed (a 2 GB body must not be read into a pydantic model first), and because chunked
-uploads carry no Content-Length: we count what arrives and stop at the limit.
+uploads carry no Content-Length: we count what arrives and stop at the limit. The deadline is for
+slow-body ("slowloris") clients: each one holds an API replica slot while it trickles bytes, so a
+hundred of them would starve every other caller; past ``body_timeout_s`` the slot is freed with 408.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", 
 class GuardSettings:
     token: str | None = None  # None: no auth
     max_request_bytes: int = 8 * 1024 * 1024
+    body_timeout_s: float = 10.0  # the whole body must arrive within this; else 408
 
 
 async def send_error(send: Callable[..., Awaitable[None]], status: int, kind: str, message: str,
@@ -63,8 +68,16 @@ class RequestGuard:
         # Content-Length is still cut off at the limit.
         chunks: list[bytes] = []
         size = 0
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.body_timeout_s
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), max(0.0, deadline - loop.time()))
+            except TimeoutError:  # asyncio.wait_for's, on Python >= 3.11
+                await send_error(send, 408, "timeout", f"the request body did not arrive within "
+                                 f"{settings.body_timeout_s:g} s (received {size} bytes); send it at once",
+                                 [(b"connection", b"close")])
+                return
             if message["type"] == "http.disconnect":
                 return
             chunk = message.get("body", b"")

@@ -130,7 +130,8 @@ class PruneIngress:
         self._config = config
         self._limits = config.limits
         token = os.environ.get(config.auth_token_env) or None
-        _guard_settings = GuardSettings(token=token, max_request_bytes=config.limits.max_request_bytes)
+        _guard_settings = GuardSettings(token=token, max_request_bytes=config.limits.max_request_bytes,
+                                        body_timeout_s=config.limits.body_timeout_s)
         openapi_with_limits(app, config.limits.max_batch_items, config.limits.max_request_bytes)
         if config.backend == MODEL_BACKEND:
             from squeez_ray.serve.model_pruning import ModelPruning

@@ -21,6 +21,13 @@ from squeez_ray.train.data import collate
 
 log = logging.getLogger(__name__)
 
+NON_FINITE = "training diverged"  # the start of NonFiniteTraining's message; run.py looks for it
+
+
+class NonFiniteTraining(RuntimeError):
+    """The loss or gradient norm became NaN / inf: every later step and checkpoint would be garbage."""
+
+
 METADATA_FILE = "squeez_train.json"  # written into every checkpoint: what merge / serve / eval read
 
 
@@ -110,6 +117,11 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
                 if progress and session.rank == 0:  # the driver is a terminal: a line a person can watch
                     print(f"train: step {state.global_step}/{state.max_steps}, loss {metrics['loss']:.4f}, "
                           f"{metrics['tokens_per_s']:.0f} tokens/s, epoch {metrics['epoch']:.2f}", flush=True)
+            bad = {k: metrics[k] for k in ("loss", "grad_norm") if k in metrics and not math.isfinite(metrics[k])}
+            if bad:  # before this step's save (the Trainer logs, then saves): no checkpoint of broken weights
+                raise NonFiniteTraining(f"{NON_FINITE}: step {state.global_step}: "
+                                        f"{', '.join(f'{k} {v}' for k, v in bad.items())}; lower train.learning_rate "
+                                        f"(now {cfg.train.learning_rate:g}) or check the data")
             shared["latest"] = {**shared["latest"], **metrics}
             session.report({**shared["latest"], **shared["eval"]})
 

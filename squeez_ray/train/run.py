@@ -50,11 +50,37 @@ def check_inputs(config: TrainConfig) -> None:
     for key, path in (("data.train_path", config.data.train_path), ("data.eval_path", config.data.eval_path)):
         if path and not _is_uri(path) and not Path(path).exists():
             problems.append(f"{key}: {path} does not exist")
+    if not _is_uri(config.run.storage_path):
+        from squeez_ray.config import output_dir_problem
+
+        problem = output_dir_problem("run.storage_path", config.run.storage_path)
+        problems += [problem] if problem else []
     base = config.model.base
+    from squeez_ray.hub import is_hub_id
+    from squeez_ray.train.config import TINY_MODELS
+
+    if base and base not in TINY_MODELS and not config.model.random_init and not is_hub_id(base) \
+            and not _is_uri(base) and not Path(base).expanduser().is_dir():
+        problems.append(f"model.base: {base} is no checkpoint directory (and not a hub id like Org/name)")
     if _is_uri(config.run.storage_path) and (config.model.random_init or base.startswith("tiny-")):
         problems.append("model.base: tiny / random bases are built on the driver and need a local run.storage_path")
     if problems:
         raise TrainJobError("cannot start training:\n  - " + "\n  - ".join(problems))
+
+
+def _fit(trainer: Any) -> Any:
+    """``trainer.fit()``; a diverged run (NaN / inf loss or gradient norm, loop.NonFiniteTraining) is
+    one line and exit 2, never "done" with a checkpoint of broken weights."""
+    from squeez_ray.train.loop import NON_FINITE
+
+    try:
+        return trainer.fit()
+    except Exception as error:  # Ray wraps the worker's error; its message carries ours
+        text = str(error)
+        if NON_FINITE not in text:
+            raise
+        line = next(part for part in text.splitlines() if NON_FINITE in part)
+        raise TrainJobError(line[line.index(NON_FINITE):].strip()) from None
 
 
 def _check_shared_storage(storage_path: str) -> None:
@@ -134,7 +160,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
             failure_config=ray.train.FailureConfig(max_failures=config.run.max_failures)),
         datasets={"train": prepared.dataset},
     )
-    result = trainer.fit()
+    result = _fit(trainer)
     checkpoint = result.checkpoint.path if result.checkpoint else None
     metrics = {k: v for k, v in (result.metrics or {}).items() if isinstance(v, (int, float, str))}
     manifest = {

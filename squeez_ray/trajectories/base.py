@@ -20,6 +20,10 @@ class TrajectoryParseError(ValueError):
     """A file that cannot be read as the format it was detected (or forced) as; names file and place."""
 
 
+# Python's JSON parser recurses per nesting level: deep input raises RecursionError, not JSONDecodeError.
+TOO_DEEP = "JSON nested too deeply to read (arrays or objects inside each other over ~1000 levels)"
+
+
 @dataclass
 class Observation:
     """One tool output inside a stored run, with what the pipeline needs to build a query.
@@ -101,6 +105,8 @@ def load_json_doc(path: Path, *, ensure_ascii: bool) -> JsonDoc:
     except json.JSONDecodeError as error:
         raise TrajectoryParseError(f"{path}: invalid JSON at line {error.lineno} column {error.colno}: "
                                    f"{error.msg}") from None
+    except RecursionError:
+        raise TrajectoryParseError(f"{path}: {TOO_DEEP}") from None
     body = text.rstrip("\r\n")
     indent = _detect_indent(body)
     doc = JsonDoc(path, data, text.encode("utf-8"), indent, ensure_ascii, text[len(body):])
@@ -161,6 +167,8 @@ def load_jsonl_doc(path: Path) -> JsonlDoc:
         except json.JSONDecodeError as error:
             raise TrajectoryParseError(f"{path}: line {number} is not JSON (column {error.colno}: "
                                        f"{error.msg})") from None
+        except RecursionError:
+            raise TrajectoryParseError(f"{path}: line {number}: {TOO_DEEP}") from None
         if compact(obj) != stripped:
             raise TrajectoryParseError(f"{path}: line {number} is not in the compact JSON form this format "
                                        "is written in, so it could not be rewritten byte-exactly")

@@ -49,7 +49,7 @@ def detect_format(path: Path) -> str | None:
         return None
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
+    except (json.JSONDecodeError, RecursionError):  # RecursionError: nested too deeply; not a run we read
         whole = None
     if isinstance(whole, list):
         if whole and all(isinstance(e, dict) and ("action" in e or "observation" in e) for e in whole):
@@ -67,7 +67,7 @@ def detect_format(path: Path) -> str | None:
         if line.strip():
             try:
                 records.append(json.loads(line))
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 break
     return _detect_lines(records)
 

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from squeez_ray.infer.base import Pruner, PruneRequest, RenderOptions
 from squeez_ray.io_utils import write_bytes_atomic, write_json_atomic
-from squeez_ray.trajectories.base import Observation, TrajectoryParseError
+from squeez_ray.trajectories.base import TOO_DEEP, Observation, TrajectoryParseError
 from squeez_ray.trajectories.resume import input_digest
 from squeez_ray.trajectories.detect import (
     ADAPTERS,
@@ -221,6 +221,8 @@ def _why_unreadable(path: Path) -> str:
         json.loads(text)
     except json.JSONDecodeError as error:
         return f"{path}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+    except RecursionError:
+        return f"{path}: {TOO_DEEP}"
     return f"{path}: JSON of no known trajectory format"
 
 

@@ -55,3 +55,25 @@ def test_bad_observations_file_is_one_clear_error(tmp_path):
     assert done.returncode == 2
     assert "obs.jsonl: row 1 (instance_id 'a'): field 'tool_output': expected text" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_a_down_teacher_is_a_clear_error_and_nothing_is_settled(ray_local, tmp_path):
+    """Once "done" with nothing labelled (exit 0); now LabelJobError: the runner prints it as one line, exit 2."""
+    import socket
+
+    from squeez_ray.label.engines import HttpTeacherConfig
+    from squeez_ray.label.job import LabelJobError, _settled
+
+    path = tmp_path / "obs.jsonl"
+    path.write_text("".join(f'{{"instance_id": "i{n}", "tool_type": "grep", "command": "grep -rn x{n}", '
+                            f'"tool_output": "a.py:1: x{n}\\na.py:2: y\\na.py:3: z"}}\n' for n in range(3)))
+    with socket.socket() as probe:  # a loopback port nothing listens on once the block ends
+        probe.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
+    out = tmp_path / "out"
+    config = LabelConfig(observations=str(path), output_dir=str(out), teacher=TeacherConfig(
+        engine="http", http=HttpTeacherConfig(url=url, max_retries=0)))
+    with pytest.raises(LabelJobError, match="the teacher answered none of 3 request") as raised:
+        run_label(config)
+    assert url in str(raised.value) and "\n" not in str(raised.value)
+    assert _settled(out)[0] == set()  # resume kept: the rerun asks for the same rows again

@@ -114,11 +114,17 @@ def test_corrupt_files_are_reported_copied_and_do_not_stop_the_run(ray_local, tr
     (runs / "utf16.jsonl").write_bytes(claude.encode("utf-16"))
     lines = claude.split("\n")
     (runs / "bad-line.jsonl").write_text("\n".join([*lines[:5], lines[5][:40], *lines[6:]]), encoding="utf-8")
+    # JSON nested deeper than Python's parser recurses (RecursionError, not JSONDecodeError): once a
+    # Ray traceback that aborted the whole run with no report.
+    deep = "[" * 50_000 + "]" * 50_000
+    (runs / "deep.traj").write_text('{"trajectory": ' + deep + ', "history": []}', encoding="utf-8")
+    (runs / "deep.jsonl").write_text(lines[0] + "\n" + '{"sessionId": "s", "x": ' + deep + "}\n", encoding="utf-8")
     out = tmp_path / "out"
     summary = reprune(runs, out, "bm25")
     failed = {f["unit"]: f["error"] for f in summary["failed_files"]}
-    assert set(failed) == {"truncated.traj", "utf16.jsonl", "bad-line.jsonl"}
+    assert set(failed) == {"truncated.traj", "utf16.jsonl", "bad-line.jsonl", "deep.traj", "deep.jsonl"}
     assert "invalid JSON" in failed["truncated.traj"] and "not UTF-8" in failed["utf16.jsonl"]
+    assert "nested too deeply" in failed["deep.traj"] and "nested too deeply" in failed["deep.jsonl"]
     assert "line 6" in failed["bad-line.jsonl"]
     for name in failed:  # copied unchanged
         assert (out / name).read_bytes() == (runs / name).read_bytes()

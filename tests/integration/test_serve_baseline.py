@@ -77,14 +77,18 @@ def base_url(ray_local):
     serve.run(build_app({"backend": "bm25", "ingress_deployment": {
         "num_replicas": 1, "max_ongoing_requests": 1, "max_queued_requests": 1, "ray_actor_options": {"num_cpus": 0.1}}}),
         name="tight", route_prefix="/tight")
+    # Two requests at a time and a 1 s body deadline: slow-body clients must not hold both slots.
+    serve.run(build_app({"backend": "bm25", "limits": {"body_timeout_s": 1}, "ingress_deployment": {
+        "num_replicas": 1, "max_ongoing_requests": 2, "ray_actor_options": {"num_cpus": 0.1}}}),
+        name="slowbody", route_prefix="/slowbody")
     yield f"http://127.0.0.1:{port}"
-    for name in ("open", "auth", "slow", "tight"):
+    for name in ("open", "auth", "slow", "tight", "slowbody"):
         serve.delete(name)
     serve.shutdown()
 
 
 def post(url: str, body=None, **kwargs) -> requests.Response:
-    return requests.post(url, json=body, timeout=120, **kwargs)
+    return requests.post(url, json=body, **{"timeout": 120, **kwargs})
 
 
 def error_message(response: requests.Response) -> str:
@@ -319,3 +323,47 @@ def test_the_service_keeps_to_its_own_openapi_schema(base_url):
             except Unsatisfiable:  # nothing to get wrong: a route whose schema has no body and no parameters
                 assert mode is GenerationMode.NEGATIVE, operation.label
     assert {"POST /v1/prune", "POST /v1/prune/batch", "POST /v1/chat/completions"} <= set(labels)
+
+
+def test_slow_bodies_get_408_and_do_not_starve_other_callers(base_url):
+    """Slowloris: clients that send headers, then a body one byte at a time, each hold a replica slot.
+    More of them than the replica has slots; a normal request must still be answered."""
+    import threading
+    import time
+
+    host, port = base_url.removeprefix("http://").split(":")
+    stop = threading.Event()
+    answers: list[bytes] = []
+
+    def trickle() -> None:
+        with socket.create_connection((host, int(port)), timeout=60) as sock:
+            sock.sendall(b"POST /slowbody/v1/prune HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 1000\r\n\r\n{")
+            sock.settimeout(0.2)
+            for _ in range(150):  # ~30 s of one byte per 0.2 s at most: far past the 1 s deadline
+                if stop.is_set():
+                    break
+                try:
+                    data = sock.recv(4096)
+                    if data:
+                        answers.append(data)
+                    break  # an answer (or the server closed): this client is done
+                except TimeoutError:
+                    pass
+                try:
+                    sock.sendall(b" ")
+                except OSError:
+                    break
+
+    threads = [threading.Thread(target=trickle) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    time.sleep(0.5)  # the slow clients hold the slots first
+    try:
+        response = post(f"{base_url}/slowbody/v1/prune", {"query": "failed", "tool_output": make_log()}, timeout=20)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert response.status_code == 200 and response.json()["kept_lines"] >= 1
+    assert answers and all(a.startswith(b"HTTP/1.1 408") for a in answers), answers[:2]

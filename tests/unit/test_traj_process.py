@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 from collections.abc import Sequence
 
-from squeez_ray.infer.registry import build_pruner
+from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.infer.base import Pruner, PruneRequest, PruneResult, RenderOptions
 from squeez_ray.trajectories.process import (
     RepruneSettings,
@@ -146,3 +148,54 @@ def test_resuming_into_an_output_made_with_other_settings_is_refused(trajectorie
     _check_same_settings(config(backend="bm25", workers=2, files_per_batch=9))  # speed knobs may change
     with pytest.raises(RepruneError, match="backend: 'bm25' -> 'first'"):
         _check_same_settings(config(backend="first"))
+
+
+def _resetting_server() -> tuple[str, list[int], threading.Event]:
+    """A loopback port that accepts each connection and closes it unanswered (a server that is down
+    behind its socket); counts the connections it got."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    listener.settimeout(0.2)
+    seen, stop = [0], threading.Event()
+
+    def serve() -> None:
+        with listener:
+            while not stop.is_set():
+                try:
+                    conn, _ = listener.accept()
+                except OSError:
+                    continue
+                seen[0] += 1
+                conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    return f"http://127.0.0.1:{listener.getsockname()[1]}", seen, stop
+
+
+def _closed_port() -> str:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}"  # closed when the block ends: nothing listens
+
+
+def test_a_down_server_fails_fast_instead_of_retrying_every_observation(trajectories_dir, tmp_path):
+    url, seen, stop = _resetting_server()
+    pruner = build_pruner("server", BackendOptions(server_url=url, max_retries=1, batch_size=4))
+    try:
+        [stats] = process_units([SWE], pruner, settings(trajectories_dir, tmp_path, min_lines=2, batch_size=8))
+    finally:
+        stop.set()
+    assert stats.failed > 2 * 3 and stats.pruned == 0  # every observation left as it was
+    # Without the circuit: (batch + each observation alone) x 2 attempts each, over 60 connections here.
+    assert seen[0] <= 3 * 2, seen[0]
+    assert all("unreachable" in f["error"] or url in f["error"] for f in stats.failures)
+    assert (tmp_path / SWE).read_bytes() == (trajectories_dir / SWE).read_bytes()
+
+
+def test_a_closed_port_reports_the_server_as_unreachable(trajectories_dir, tmp_path):
+    url = _closed_port()
+    pruner = build_pruner("server", BackendOptions(server_url=url, max_retries=0))
+    [stats] = process_units([SWE], pruner, settings(trajectories_dir, tmp_path, min_lines=2))
+    assert stats.failed == stats.observations - stats.passed_through > 0
+    assert "is unreachable" in stats.failures[-1]["error"] and url in stats.failures[-1]["error"]
