@@ -53,6 +53,9 @@ class CommandSettings:
     # Inputs bigger than this are streamed through unpruned: no backend prunes them inside any sane
     # timeout, and streaming keeps memory flat however large the input is.
     max_input_mb: float = 16.0
+    # The agent hooks (squeez hook claude-code|codex): family -> regexes of commands to wrap in
+    # `squeez run`; replaces the default regexes of each family named (hooks/patterns.py), [] turns it off.
+    hook_patterns: dict[str, list[str]] | None = None
 
 
 # Differences from BackendOptions' defaults, for an interactive pipe rather than a bulk job.
@@ -97,6 +100,9 @@ def _validate(self: Any) -> list[str]:
         # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
         if value is not None and not (math.isfinite(value) and value > 0):
             problems.append(f"{name}: must be a finite number > 0, got {value!r}")
+    from squeez_ray.cli.hooks.patterns import pattern_problems
+
+    problems.extend(pattern_problems(self.hook_patterns))
     value = number("min_lines")
     if value is not None and value < 0:
         problems.append(f"min_lines: must be >= 0, got {value!r}")
