@@ -62,3 +62,18 @@ def test_import_cli_is_light(module):
     code = "import sys, %s; print(sorted(m for m in %r if m in sys.modules))" % (module, HEAVY)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_backend_whose_extra_is_missing_names_the_extra(tmp_path):
+    # As in the plain install: torch / vllm cannot be imported (None in sys.modules blocks the import).
+    code = ("import sys; sys.modules['torch'] = sys.modules['vllm'] = None\n"
+            "from squeez_ray.infer.registry import BackendError, build_pruner\n"
+            "for name in ('transformers', 'vllm'):\n"
+            "    try:\n"
+            "        build_pruner(name, model=%r)\n"
+            "    except BackendError as error:\n"
+            "        print(error)\n") % str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "backend transformers needs torch, which this install lacks: pip install 'squeez-ray[train]'" in out.stdout
+    assert "backend vllm needs vllm, which this install lacks: pip install 'squeez-ray[cpu]' (or" in out.stdout
