@@ -21,9 +21,19 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["eval"]:
-        from squeez_ray.cli.eval import main as eval_main
+        try:
+            from squeez_ray.cli.eval import main as eval_main
 
-        return eval_main(argv[1:])
+            return eval_main(argv[1:])
+        except ModuleNotFoundError as error:  # the plain install has no pyarrow / Ray: say which extra
+            from squeez_ray.infer.registry import EXTRA_OF_MODULE
+
+            missing = (error.name or "").split(".")[0]
+            if missing not in EXTRA_OF_MODULE:
+                raise
+            print(f"squeez eval: needs {missing}, which this install lacks: pip install {EXTRA_OF_MODULE[missing]}",
+                  file=sys.stderr)
+            return 2
     if argv[:1] == ["show"]:
         from squeez_ray.cli.show import show_main
 

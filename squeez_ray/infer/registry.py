@@ -61,7 +61,8 @@ class BackendError(ValueError):
 # needs one says which extra to install instead of failing with a bare ModuleNotFoundError.
 EXTRA_OF_MODULE = {"torch": "'squeez-ray[train]'", "transformers": "'squeez-ray[train]'",
                    "peft": "'squeez-ray[train]'", "vllm": "'squeez-ray[cpu]' (or 'squeez-ray[gpu]' with CUDA)",
-                   "ray": "'squeez-ray[ray]'", "pyarrow": "'squeez-ray[ray]'"}
+                   "ray": "'squeez-ray[ray]'", "pyarrow": "'squeez-ray[ray]'", "datasets": "'squeez-ray[ray]'",
+                   "matplotlib": "'squeez-ray[ray]'"}
 
 
 def build_pruner(name: str, options: BackendOptions | None = None, **overrides: Any) -> Pruner:

@@ -77,3 +77,15 @@ def test_a_backend_whose_extra_is_missing_names_the_extra(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     assert "backend transformers needs torch, which this install lacks: pip install 'squeez-ray[train]'" in out.stdout
     assert "backend vllm needs vllm, which this install lacks: pip install 'squeez-ray[cpu]' (or" in out.stdout
+
+
+def test_squeez_eval_without_the_ray_extra_names_it(tmp_path):
+    code = ("import sys; sys.modules['pyarrow'] = None\n"
+            "from squeez_ray.cli import main\n"
+            "sys.exit(main(['eval', '--data', %r, '--system', 'bm25', '--out', %r]))") % (
+        str(tmp_path / "cases.jsonl"), str(tmp_path / "out"))
+    (tmp_path / "cases.jsonl").write_text("")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip() == ("squeez eval: needs pyarrow, which this install lacks: "
+                                  "pip install 'squeez-ray[ray]'")
