@@ -164,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_main(argv: list[str]) -> int:
+    if "--" not in argv and any(flag in argv for flag in ("-h", "--help")):
+        build_parser().print_help()
+        return 0
     if "--" not in argv:
         note("usage: squeez run [OPTIONS] QUERY -- CMD [ARGS...]  (the `--` before the command is required)")
         return EXIT_USAGE

@@ -90,6 +90,13 @@ def test_quoting_survives_a_command_full_of_quotes():
     assert inner_command(updated["command"]) == ("Find 'quoted' $HOME `x`", command)
 
 
+def test_a_description_that_looks_like_an_option_still_runs_the_command(env, tmp_path):  # noqa: F811
+    updated = rewrite(payload("grep -rn TODO .", description="--verbose search"), "claude-code",
+                      settings_mod.Settings())["hookSpecificOutput"]["updatedInput"]
+    out = subprocess.run(["bash", "-c", updated["command"]], capture_output=True, cwd=tmp_path, env=env)
+    assert out.returncode == 1 and b"usage" not in out.stderr  # grep's own "nothing found", not ours
+
+
 def test_codex_reply_allows_and_never_rewrites_installers():
     codex = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "cargo test"}}
     output = rewrite(codex, "codex", settings_mod.Settings())["hookSpecificOutput"]

@@ -100,7 +100,8 @@ def build_query(description: Any, command: str, transcript_path: Any) -> str:
     prompt = last_user_prompt(transcript_path) if isinstance(transcript_path, str) else None
     if prompt:
         parts.append(f"(task: {prompt[:_PROMPT_CHARS]})")
-    return " ".join(" ".join(parts).split())[:_QUERY_CHARS]
+    # A leading "-" would read as an option of `squeez run` and stop the command: never start with one.
+    return " ".join(" ".join(parts).split())[:_QUERY_CHARS].lstrip("- ") or "the important lines"
 
 
 def last_user_prompt(path: str) -> str | None:
