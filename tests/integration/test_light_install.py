@@ -7,7 +7,9 @@ of the checkout's sources, so the build leaves nothing in the repository.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -57,6 +59,19 @@ def test_plain_install_prunes_with_the_shipped_model(tmp_path, trajectories_dir)
     report = subprocess.run([str(venv / "bin" / "squeez"), "report", "--backend", "bm25", "--limit", "20", str(runs)],
                             check=False, capture_output=True, text=True, env=run_env, cwd=tmp_path, timeout=300)
     assert report.returncode == 0 and report.stdout.startswith("| family |"), report.stderr
+    payload = (REPO / "tests" / "fixtures" / "hooks" / "claude_code_pretooluse_bash.json").read_text()
+    payload = payload.replace('"TRANSCRIPT"', "null").replace("PROJECT", str(tmp_path))
+    hook = subprocess.run([str(venv / "bin" / "squeez"), "hook", "claude-code"], input=payload, check=False,
+                          capture_output=True, text=True, env=run_env, timeout=120)
+    assert hook.returncode == 0 and "squeez" in json.loads(hook.stdout)["hookSpecificOutput"]["updatedInput"][
+        "command"], hook
     mcp = subprocess.run([str(venv / "bin" / "squeez"), "mcp"], check=False, capture_output=True, text=True,
                          env=run_env, timeout=120)
     assert mcp.returncode == 2 and "pip install 'squeez-ray[mcp]'" in mcp.stderr
+
+
+def test_the_readme_light_install_is_the_one_tested():
+    text = (REPO / "README.md").read_text()
+    match = re.search(r"<!-- readme: light-install -->\s*```bash\n(.*?)```", text, re.DOTALL)
+    assert match, "README.md has no code block marked <!-- readme: light-install -->"
+    assert match.group(1).split("#")[0].split() == ["pip", "install", "-c", "constraints.txt", "."]
