@@ -7,6 +7,7 @@ tool_input{command, description, timeout, run_in_background}, tool_use_id).
 
 from __future__ import annotations
 
+import io
 import json
 import shlex
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 from test_cli_prune import SQUEEZ, env  # noqa: F401 - env is a fixture
 
 from squeez_ray.cli import settings as settings_mod
-from squeez_ray.cli.hooks.claude_code import last_user_prompt, rewrite
+from squeez_ray.cli.hooks.claude_code import hook_main, last_user_prompt, rewrite
 from squeez_ray.cli.hooks.install import install, uninstall
 from squeez_ray.cli.hooks.patterns import should_wrap
 from squeez_ray.config import ConfigError
@@ -145,9 +146,17 @@ MALFORMED = [b"", b"not json", b"[]", b"null", b'{"tool_name": "Bash"}', b'{"too
 
 @pytest.mark.parametrize("data", MALFORMED)
 @pytest.mark.parametrize("host", ["claude-code", "codex"])
-def test_malformed_payloads_get_no_reply_and_exit_0(env, data, host):  # noqa: F811
-    out = subprocess.run([str(SQUEEZ), "hook", host], input=data, capture_output=True, env=env, timeout=60)
-    assert (out.returncode, out.stdout) == (0, b""), out.stderr
+def test_malformed_payloads_get_no_reply_and_exit_0(data, host):
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # as sys.stdin decodes it
+    stdout = io.StringIO()
+    assert hook_main(host, stdin, stdout) == 0 and stdout.getvalue() == ""
+
+
+def test_the_entry_point_stays_silent_on_garbage(env):  # noqa: F811
+    for data in (b"\xff\xfe\x00garbage", b'{"tool_name": "Bash", "tool_input": {"command": 42}}'):
+        out = subprocess.run([str(SQUEEZ), "hook", "claude-code"], input=data, capture_output=True, env=env,
+                             timeout=60)
+        assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
 
 
 def test_a_broken_config_never_blocks_the_call(env, tmp_path):  # noqa: F811
