@@ -203,6 +203,11 @@ def run_main(argv: list[str]) -> int:
         if result.note:
             note(result.note)
         if result.backend_abandoned:  # an engine stuck in C code cannot be joined: end the process now
+            import multiprocessing
+
+            for child in multiprocessing.active_children():  # os._exit skips their clean-up (vLLM's engine core)
+                with contextlib.suppress(Exception):
+                    child.terminate()
             sys.stderr.flush()
             os._exit(code)
     return code

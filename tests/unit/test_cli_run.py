@@ -91,6 +91,12 @@ def test_backend_failure_and_broken_config_pass_the_output_through_with_the_exit
     assert broken.returncode == 3 and b"config error" in broken.stderr and broken.stdout == merged
 
 
+def test_a_backend_timeout_passes_the_output_through_and_ends_the_process(env):  # noqa: F811
+    out = run(["--backend", "sleepy", "--timeout", "2", "q", "--", "bash", "-c", TEST_RUN], env, runner=True)
+    merged = subprocess.run(["bash", "-c", TEST_RUN], stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+    assert out.returncode == 3 and out.stdout == merged and b"timed out after 2 s" in out.stderr
+
+
 def test_output_over_max_input_mb_streams_through_unchanged(env):  # noqa: F811
     env = {**env, "SQUEEZ_MAX_INPUT_MB": "0.01"}  # 10 KiB
     out = run(["--backend", "bm25", "q", "--", "bash", "-c", "seq 1 5000; exit 4"], env)
