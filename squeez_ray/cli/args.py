@@ -31,7 +31,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Keep only the lines of a tool output that answer a query (verbatim).",
         epilog="examples:\n  pytest -q 2>&1 | squeez \"which test failed and why\"\n"
                "  squeez --input-file build.log --json \"the first compiler error\"\n"
-               "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n\n"
+               "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n"
+               "  squeez run \"which tests fail\" -- pytest -q   # run, prune, keep the exit code (squeez run -h)\n"
+               "  squeez install claude-code  # the agent hook (also: codex; squeez install -h)\n\n"
                "--timeout bounds the whole call, engine start included (default 60 s); past it, or on any\n"
                "backend error, the full output is printed unchanged (exit 0; --strict: exit 1).\n"
                "Settings: flags > SQUEEZ_* environment > config file ($SQUEEZ_CONFIG or "
@@ -44,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
                         help="prefix kept lines with their source line number")
     parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
-                        help="show '... [N lines omitted]' where lines were cut")
+                        help="mark each cut stretch in place: '[squeez: N lines omitted (A-B); squeez show ID "
+                             "--lines A-B]'")
     parser.add_argument("--json", action="store_true", help="print one JSON object (spans, text, counts, store_id)")
     parser.add_argument("--stats", action="store_true", help="print lines / tokens kept and latency to stderr")
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,

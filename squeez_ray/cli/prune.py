@@ -53,20 +53,14 @@ from squeez_ray.cli.pipe import (
     EXIT_USAGE,
     write_unpruned_json,
 )
+from squeez_ray.cli.markers import render_marked
 from squeez_ray.cli.pipe import note as _note
 from squeez_ray.cli.pipe import release as _release
 from squeez_ray.cli.pipe import reserved_stdout as _reserved_stdout
-from squeez_ray.cli.show import open_store as _open_store
-from squeez_ray.cli.store import StoreError
+from squeez_ray.cli.pruning import call_backend, input_gate, keep_full_output
 from squeez_ray.config import ConfigError
-from squeez_ray.infer.base import (
-    PruneRequest,
-    PruneResult,
-    RenderOptions,
-    unpruned_result,
-)
-from squeez_ray.infer.registry import build_pruner
-from squeez_ray.spans import count_lines, normalize_spans, render, split_lines
+from squeez_ray.infer.base import PruneResult, unpruned_result
+from squeez_ray.spans import render, split_lines
 
 
 def main(argv: list[str]) -> int:
@@ -134,20 +128,13 @@ class _Run:
         if config_error is not None:
             return self._usage_error(config_error)
 
-        data = self.input.data
-        if self.input.rest is not None:
-            return self._pass_through(f"input is over max_input_mb={self.settings.max_input_mb:g}: passed through "
-                                      "unpruned", quiet=False)
-        if not data:
+        gate = input_gate(self.input.data, self.settings, over_limit=self.input.rest is not None)
+        if gate is None:
+            return self._prune()
+        if gate.kind == "empty":
             return self._answer_empty()
-        if b"\0" in data:
-            return self._pass_through("binary input (it holds NUL bytes): passed through unpruned", quiet=False,
-                                      keep=self.args.json)
-        n_lines = data.count(b"\n") + 1
-        if n_lines < self.settings.min_lines:
-            return self._pass_through(f"{n_lines} lines, below min_lines={self.settings.min_lines}: passed through "
-                                      "unpruned", quiet=True)
-        return self._prune()
+        # JSON cannot hold binary bytes exactly: store them so `squeez show` can.
+        return self._pass_through(gate.reason, quiet=gate.quiet, keep=self.args.json and gate.kind == "binary")
 
     def _prune(self) -> int:
         s = self.settings
@@ -163,21 +150,7 @@ class _Run:
         watchdog.start()
         pruner = None
         try:
-            failure = result = None
-            try:
-                load_started = time.perf_counter()
-                pruner = build_pruner(s.backend, settings_mod.backend_options(s))
-                self.load_s = time.perf_counter() - load_started
-                render_options = RenderOptions(line_numbers=s.line_numbers, markers=s.markers)
-                result = pruner.prune_batch([PruneRequest(self.args.query, text, s.tool_type)],
-                                            render_options=render_options, fail_open=False)[0]
-                if result.pruned:  # spans over another text would be a backend bug: fail open, never mis-cut
-                    clean = normalize_spans(result.spans, len(split_lines(text)))
-                    result.spans, result.kept_lines = [list(span) for span in clean], count_lines(clean)
-                else:
-                    failure = f"backend {s.backend} did not prune ({result.reason})"
-            except Exception as error:  # the fail-open boundary: say what was swallowed
-                failure = f"backend {s.backend} failed ({type(error).__name__}: {error})"
+            result, failure, pruner, self.load_s = call_backend(s, self.args.query, text)
             watchdog.cancel()
             self._hold()
             if failure is not None:
@@ -208,7 +181,10 @@ class _Run:
         else:
             # Cut from the source's own bytes: lines that were not valid UTF-8 come back unchanged.
             exact_lines = split_lines(self.input.data.decode("utf-8", errors="surrogateescape"))
-            body = render(exact_lines, result.spans, line_numbers=s.line_numbers, markers=s.markers)
+            if s.markers:  # recoverable markers: each names its range and the `squeez show` that prints it
+                body = render_marked(exact_lines, result.spans, stored_id, line_numbers=s.line_numbers)
+            else:
+                body = render(exact_lines, result.spans, line_numbers=s.line_numbers)
             if result.kept_lines:  # (a single kept empty line still gets its newline)
                 self._emit(body.encode("utf-8", errors="surrogateescape") + b"\n")
             self._emit(self._footer(result, stored_id, store_note).encode() + b"\n")
@@ -233,11 +209,7 @@ class _Run:
         if not s.store_outputs:
             return None, None
         if self.stored is None:
-            try:
-                kept = _open_store(s).put(self.input.data)
-                self.stored = kept.id, (f"store: {kept.note}" if kept.note else None)
-            except (StoreError, OSError) as error:
-                self.stored = None, f"store: {error}"
+            self.stored = keep_full_output(s, self.input.data)
         return self.stored
 
     def _pass_through(self, reason: str, *, quiet: bool, keep: bool = False) -> int:

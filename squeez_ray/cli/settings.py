@@ -50,6 +50,9 @@ class CommandSettings:
     # Inputs bigger than this are streamed through unpruned: no backend prunes them inside any sane
     # timeout, and streaming keeps memory flat however large the input is.
     max_input_mb: float = 16.0
+    # The agent hooks (squeez hook claude-code|codex): family -> regexes of commands to wrap in
+    # `squeez run`; replaces the default regexes of each family named (hooks/patterns.py), [] turns it off.
+    hook_patterns: dict[str, list[str]] | None = None
 
 
 # Differences from BackendOptions' defaults, for an interactive pipe rather than a bulk job.
@@ -105,6 +108,9 @@ def _validate(self: Any) -> list[str]:
         if not math.isfinite(value) or value < low or (high is not None and value > high):
             allowed = f">= {low}" if high is None else f"between {low} and {high}"
             problems.append(f"{name}: must be {allowed}, got {value!r}")
+    from squeez_ray.cli.hooks.patterns import pattern_problems
+
+    problems.extend(pattern_problems(self.hook_patterns))
     return problems
 
 

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from squeez_ray.cli import settings as settings_mod
-from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_OK, note
+from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_OK, EXIT_USAGE, note
 from squeez_ray.cli.store import OutputStore, StoreError
 from squeez_ray.config import ConfigError
 
@@ -24,6 +24,7 @@ def show_main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
                                      epilog="To prune with the query 'show', write: squeez -- show")
     parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
+    parser.add_argument("--lines", metavar="A-B", help="print only lines A to B (1-based, inclusive) of the output")
     parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
     parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
     args = parser.parse_args(argv)
@@ -44,6 +45,14 @@ def show_main(argv: list[str]) -> int:
     if sys.stdout is None:  # started with stdout closed (`squeez show ID >&-`)
         note("cannot print the output: stdout is closed")
         return EXIT_BACKEND
+    if args.lines is not None:  # the stretch a `[squeez: N lines omitted (A-B); ...]` marker names
+        from squeez_ray.cli.markers import LinesError, parse_line_range, select_lines
+
+        try:
+            data = select_lines(data, *parse_line_range(args.lines), ident=f"output {args.id}")
+        except LinesError as error:
+            note(str(error))
+            return EXIT_USAGE
     try:
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()

@@ -63,6 +63,14 @@ class BackendError(ValueError):
     pass
 
 
+# Packages the plain `pip install squeez-ray` leaves out, and the extra that brings each: a backend that
+# needs one says which extra to install instead of failing with a bare ModuleNotFoundError.
+EXTRA_OF_MODULE = {"torch": "'squeez-ray[train]'", "transformers": "'squeez-ray[train]'",
+                   "peft": "'squeez-ray[train]'", "vllm": "'squeez-ray[cpu]' (or 'squeez-ray[gpu]' with CUDA)",
+                   "ray": "'squeez-ray[ray]'", "pyarrow": "'squeez-ray[ray]'", "datasets": "'squeez-ray[ray]'",
+                   "matplotlib": "'squeez-ray[ray]'"}
+
+
 def build_pruner(name: str, options: BackendOptions | None = None, **overrides: Any) -> Pruner:
     """Make the pruner called ``name``; ``overrides`` set BackendOptions fields."""
     if name not in BACKENDS:
@@ -71,7 +79,14 @@ def build_pruner(name: str, options: BackendOptions | None = None, **overrides: 
     if overrides:
         opts = BackendOptions(**{**opts.__dict__, **overrides})
     module_name, factory = BACKENDS[name].split(":")
-    pruner = getattr(importlib.import_module(module_name), factory)(opts)
+    try:
+        pruner = getattr(importlib.import_module(module_name), factory)(opts)
+    except ModuleNotFoundError as error:
+        missing = (error.name or "").split(".")[0]
+        if missing not in EXTRA_OF_MODULE:
+            raise
+        raise BackendError(f"backend {name} needs {missing}, which this install lacks: "
+                           f"pip install {EXTRA_OF_MODULE[missing]}") from error
     if opts.min_lines:
         pruner.min_lines = opts.min_lines
     return pruner

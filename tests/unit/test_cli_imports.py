@@ -1,4 +1,5 @@
-"""`squeez --backend bm25` must start without the heavy stack (torch, ray, vllm, transformers)."""
+"""`squeez` must start without the heavy stack (torch, ray, vllm, transformers, pyarrow, pandas): the plain
+`pip install squeez-ray` does not have it (tests/integration/test_light_install.py)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "ray", "vllm", "transformers")
+HEAVY = ("torch", "ray", "vllm", "transformers", "pyarrow", "pandas")
 
 
-def imported_modules(args: list[str], stdin: bytes, env: dict) -> set[str]:
+def imported_modules(args: list[str], stdin: bytes, env: dict, expect: str = "squeez_ray.cli.prune") -> set[str]:
     """Modules the real entry point imported (from CPython's own -X importtime trace)."""
     out = subprocess.run([sys.executable, "-X", "importtime", "-m", "squeez_ray.cli", *args], input=stdin,
                          capture_output=True, env=env, timeout=120)
@@ -20,11 +21,13 @@ def imported_modules(args: list[str], stdin: bytes, env: dict) -> set[str]:
     for line in out.stderr.decode().splitlines():
         if line.startswith("import time:") and "|" in line:
             names.add(line.rsplit("|", 1)[1].strip())
-    assert "squeez_ray.cli.prune" in names  # the trace really was read
+    assert expect in names  # the trace really was read
     return names
 
 
 @pytest.mark.parametrize("args, backend_module", [
+    # The default: the shipped encoder on ONNX Runtime.
+    ([], "onnxruntime"),
     (["--backend", "bm25"], "bm25s"),
     # The fake engine runs the whole generative path (chunking, parsing, fuzzy mapping).
     (["--backend", "fake"], "squeez_ray.infer.generative"),
@@ -41,7 +44,48 @@ def test_pruning_without_a_local_model_imports_no_heavy_package(tmp_path, args, 
     assert not top_level & set(HEAVY), sorted(top_level & set(HEAVY))
 
 
-def test_import_cli_is_light():
-    code = "import sys, squeez_ray.cli; print(sorted(m for m in %r if m in sys.modules))" % (HEAVY,)
+def test_run_and_report_import_no_heavy_package(tmp_path, trajectories_dir):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
+    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"))
+    names = imported_modules(["run", "error", "--", "seq", "1", "100"], b"", env, expect="squeez_ray.cli.run")
+    assert "onnxruntime" in names  # the command's output was pruned by the shipped encoder
+    names |= imported_modules(["report", "--backend", "bm25", "--limit", "30", str(trajectories_dir)], b"", env,
+                              expect="squeez_ray.trajectories.claude_code")
+    top_level = {name.split(".")[0] for name in names}
+    assert not top_level & set(HEAVY), sorted(top_level & set(HEAVY))
+
+
+@pytest.mark.parametrize("module", ["squeez_ray.cli", "squeez_ray.cli.mcp_server", "squeez_ray.cli.report",
+                                    "squeez_ray.cli.run", "squeez_ray.cli.hooks.claude_code",
+                                    "squeez_ray.trajectories.detect"])
+def test_import_cli_is_light(module):
+    code = "import sys, %s; print(sorted(m for m in %r if m in sys.modules))" % (module, HEAVY)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_backend_whose_extra_is_missing_names_the_extra(tmp_path):
+    # As in the plain install: torch / vllm cannot be imported (None in sys.modules blocks the import).
+    code = ("import sys; sys.modules['torch'] = sys.modules['vllm'] = None\n"
+            "from squeez_ray.infer.registry import BackendError, build_pruner\n"
+            "for name in ('transformers', 'vllm'):\n"
+            "    try:\n"
+            "        build_pruner(name, model=%r)\n"
+            "    except BackendError as error:\n"
+            "        print(error)\n") % str(tmp_path)
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "backend transformers needs torch, which this install lacks: pip install 'squeez-ray[train]'" in out.stdout
+    assert "backend vllm needs vllm, which this install lacks: pip install 'squeez-ray[cpu]' (or" in out.stdout
+
+
+def test_squeez_eval_without_the_ray_extra_names_it(tmp_path):
+    code = ("import sys; sys.modules['pyarrow'] = None\n"
+            "from squeez_ray.cli import main\n"
+            "sys.exit(main(['eval', '--data', %r, '--system', 'bm25', '--out', %r]))") % (
+        str(tmp_path / "cases.jsonl"), str(tmp_path / "out"))
+    (tmp_path / "cases.jsonl").write_text("")
+    out = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2, out.stderr[-2000:]
+    assert out.stderr.strip() == ("squeez eval: needs pyarrow, which this install lacks: "
+                                  "pip install 'squeez-ray[ray]'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -154,14 +155,20 @@ def test_markers_and_line_numbers_describe_the_cut(env):
     lines, footer = answer_lines(out.stdout)
     source = data.decode().split("\n")
     shown = omitted = 0
+    store_id = footer.decode().rsplit("squeez show ", 1)[1].rstrip("]")
     for line in map(bytes.decode, lines):
-        if line.startswith("... ["):
-            omitted += int(line.split("[")[1].split()[0])
+        if line.startswith("[squeez: "):  # [squeez: N lines omitted (A-B); squeez show ID --lines A-B]
+            count, first, last = map(int, re.match(r"\[squeez: (\d+) lines? omitted \((\d+)-(\d+)\)", line).groups())
+            assert line.endswith(f"; squeez show {store_id} --lines {first}-{last}]") and count == last - first + 1
+            back = subprocess.run([str(SQUEEZ), "show", store_id, "--lines", f"{first}-{last}"], capture_output=True,
+                                  env=env)
+            assert back.stdout.decode().split("\n")[:-1] == source[first - 1:last], back.stderr
+            omitted += count
         else:
             number, text = line.split(": ", 1)
             assert source[int(number) - 1] == text
             shown += 1
-    assert shown + omitted == len(source)
+    assert shown + omitted == len(source) - 1  # the empty piece after the final newline is no line
     assert "\n42: ERROR module_42.c:17" in out.stdout.decode()  # numbers padded to the widest (61)
 
 

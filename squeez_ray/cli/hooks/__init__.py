@@ -1,0 +1,7 @@
+"""The agents' PreToolUse hooks: wrap long-output shell commands in ``squeez run``.
+
+    patterns.py     which commands are wrapped, which are left alone (shared with ``squeez report``)
+    claude_code.py  the payload -> rewrite logic and ``squeez hook claude-code``
+    codex.py        the Codex CLI differences
+    install.py      ``squeez install|uninstall claude-code|codex``: merging into the settings files
+"""

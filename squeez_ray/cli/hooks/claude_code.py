@@ -1,0 +1,162 @@
+"""``squeez hook claude-code``: Claude Code's PreToolUse hook, wrapping long-output Bash calls in ``squeez run``.
+
+Claude Code runs the hook with the tool call as JSON on stdin (``tool_name``, ``tool_input`` with
+``command`` / ``description`` / ``timeout`` / ``run_in_background``, ``transcript_path``, ``cwd``
+...). For a Bash call that patterns.py says to wrap, the hook answers::
+
+    {"hookSpecificOutput": {"hookEventName": "PreToolUse",
+                            "updatedInput": {...tool_input, "command": "squeez run 'QUERY' -- bash -c '...'"}}}
+
+and nothing else: no ``permissionDecision``, so the user's approval rules and prompts apply to the
+call exactly as before (the documented schema: https://code.claude.com/docs/en/hooks#pretooluse,
+"PreToolUse decision control": ``updatedInput`` modifies the tool's input before it runs;
+``permissionDecision`` is optional). Every other call gets no output.
+
+The hook must never block a tool call: on any error (malformed JSON, an unexpected shape, a
+transcript it cannot read, a bug) it prints nothing and exits 0.
+
+The query is what the agent said it is doing (the Bash ``description``), enriched with the
+session's last user prompt from the transcript when there is one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+from typing import Any
+
+from squeez_ray.cli.hooks.patterns import should_wrap
+
+# The transcript can be large: only its tail is read, where the last user prompt is.
+_TRANSCRIPT_TAIL = 1 << 20
+_PROMPT_CHARS = 300
+_QUERY_CHARS = 600
+
+
+def hook_main(host: str, stdin: Any = None, stdout: Any = None) -> int:
+    """Read one payload, print the rewrite (or nothing). Always exits 0."""
+    stdin = sys.stdin if stdin is None else stdin
+    stdout = sys.stdout if stdout is None else stdout
+    try:
+        payload = json.loads(stdin.read())
+        reply = rewrite(payload, host)
+        if reply is not None:
+            stdout.write(json.dumps(reply) + "\n")
+            stdout.flush()
+    except Exception:  # noqa: BLE001, S110 - never block the agent's tool call: no output means "unchanged"
+        pass
+    return 0
+
+
+def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | None:
+    """The hook's answer for ``payload`` (Claude Code or Codex), or None to leave the call unchanged."""
+    if not isinstance(payload, dict) or payload.get("tool_name") not in ("Bash", "shell", "local_shell"):
+        return None
+    if payload.get("hook_event_name", "PreToolUse") != "PreToolUse":
+        return None
+    tool_input = payload.get("tool_input")
+    if not isinstance(tool_input, dict) or tool_input.get("run_in_background"):
+        return None
+    command, put_back = _command_of(tool_input.get("command"))
+    if command is None:
+        return None
+    settings = _settings() if settings is None else settings
+    patterns = getattr(settings, "hook_patterns", None)
+    # Codex approves a rewritten call itself (see codex.py): installers keep their approval prompt there.
+    exclude = ("install",) if host == "codex" else ()
+    if should_wrap(command, patterns, exclude) is None:
+        return None
+    query = build_query(tool_input.get("description"), command, payload.get("transcript_path"))
+    wrapped = f"{squeez_invocation()} run {shlex.quote(query)} -- bash -c {shlex.quote(command)}"
+    output: dict[str, Any] = {"hookEventName": "PreToolUse"}
+    if host == "codex":
+        output["permissionDecision"] = "allow"
+    output["updatedInput"] = {**tool_input, "command": put_back(wrapped)}
+    return {"hookSpecificOutput": output}
+
+
+def _command_of(value: Any) -> tuple[str | None, Any]:
+    """The shell command string, and how to put a rewritten one back in the same shape.
+
+    Claude Code sends a string; some Codex versions send argv such as ``["bash", "-lc", "CMD"]``.
+    """
+    if isinstance(value, str):
+        return value, lambda new: new
+    if isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value) \
+            and os.path.basename(value[0]) in ("bash", "sh", "zsh") and value[1] in ("-c", "-lc"):
+        return value[2], lambda new: [value[0], value[1], new]
+    return None, None
+
+
+def build_query(description: Any, command: str, transcript_path: Any) -> str:
+    """The agent's own description of the call, plus the user's last request when the transcript has one."""
+    parts = []
+    if isinstance(description, str) and description.strip():
+        parts.append(description.strip())
+    else:
+        parts.append(f"the important lines of the output of: {command[:200]}")
+    prompt = last_user_prompt(transcript_path) if isinstance(transcript_path, str) else None
+    if prompt:
+        parts.append(f"(task: {prompt[:_PROMPT_CHARS]})")
+    # A leading "-" would read as an option of `squeez run` and stop the command: never start with one.
+    return " ".join(" ".join(parts).split())[:_QUERY_CHARS].lstrip("- ") or "the important lines"
+
+
+def last_user_prompt(path: str) -> str | None:
+    """The last prompt the user typed, from a Claude Code or Codex transcript (JSONL); None if none."""
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - _TRANSCRIPT_TAIL))
+            tail = handle.read().decode("utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in reversed(tail.splitlines()):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue  # the first, cut line of the tail; or a line being written
+        text = _user_text(entry) if isinstance(entry, dict) else None
+        if text:
+            return text
+    return None
+
+
+def _user_text(entry: dict[str, Any]) -> str | None:
+    if entry.get("type") == "user" and isinstance(entry.get("message"), dict):  # Claude Code
+        content = entry["message"].get("content")
+    elif isinstance(entry.get("payload"), dict):  # Codex rollout
+        payload = entry["payload"]
+        if payload.get("type") == "user_message":
+            content = payload.get("message")
+        elif payload.get("type") == "message" and payload.get("role") == "user":
+            content = payload.get("content")
+        else:
+            return None
+    else:
+        return None
+    if isinstance(content, list):  # text blocks; tool results are not the user's words
+        content = " ".join(block.get("text", "") for block in content
+                           if isinstance(block, dict) and block.get("type") in ("text", "input_text"))
+    if not isinstance(content, str):
+        return None
+    text = " ".join(content.split())
+    # Injected context (<environment_context>, <command-name>, system reminders) is not a prompt.
+    return text if text and not text.startswith("<") else None
+
+
+def squeez_invocation() -> str:
+    """How the rewritten command calls squeez: this very installation, by absolute path."""
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "squeez" and os.access(script, os.X_OK):
+        return shlex.quote(script)
+    return f"{shlex.quote(sys.executable)} -m squeez_ray.cli"
+
+
+def _settings() -> Any:
+    from squeez_ray.cli import settings as settings_mod
+
+    return settings_mod.resolve()

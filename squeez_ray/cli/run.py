@@ -1,0 +1,296 @@
+"""``squeez run "QUERY" -- CMD [ARGS...]``: run a command, prune what it printed, exit with its exit code.
+
+What the agent gets (the contract the Claude Code / Codex hooks and the MCP ``run`` tool rely on):
+
+- The command's stdout and stderr through **one pipe**, so they interleave exactly as they would
+  in the agent's own tool; stdin is inherited (the wrapper is transparent: a command reading stdin
+  reads the same thing), except from the library (``run_command``), where it is /dev/null.
+- The kept lines verbatim, each dropped stretch replaced in place by a marker naming its range and
+  the command that prints it back (markers.py), then one footer line. The full output is kept in
+  the store first; if it cannot be kept, nothing is cut (unless ``lossy``).
+- The failure safety net (failure_lines.py): when the command exits non-zero, its summary and
+  failure-shaped lines are kept whatever the model chose.
+- The exit code of the command (128+N when a signal N ended it). squeez's own trouble never
+  changes it: below ``min_lines``, over ``max_input_mb`` (streamed through), binary output, a
+  broken config, a backend error or timeout, the output passes through unpruned with a note on
+  stderr (fail-open, as the pipe does). Only a command that cannot be started exits 127 / 126, as a
+  shell would, and a malformed ``squeez run`` line exits 2.
+- Signals: SIGTERM and SIGHUP are passed on to the command; SIGINT is ignored by squeez while the
+  command runs, as a shell does for its foreground job (a Ctrl-C reaches the command through the
+  terminal; squeez then prints what it printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import IO, Any
+
+from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.failure_lines import failure_line_numbers
+from squeez_ray.cli.markers import render_marked, visible_line_count
+from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
+from squeez_ray.cli.pruning import call_backend, input_gate, keep_full_output
+from squeez_ray.config import ConfigError
+from squeez_ray.infer.registry import add_backend_arguments
+from squeez_ray.spans import normalize_spans, split_lines
+
+_CHUNK = 1 << 16
+EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
+
+
+class RunError(Exception):
+    """The command could not be started (one-line message); ``exit_code`` is what a shell would return."""
+
+    def __init__(self, message: str, exit_code: int):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass
+class RunResult:
+    data: bytes  # what the agent sees, byte-exact (lines that were not UTF-8 come back unchanged)
+    exit_code: int | None  # the command's (128+N for signal N); None for prune_output
+    store_id: str | None  # `squeez show ID [--lines A-B]`; None when the full output was not kept
+    pruned: bool
+    kept_lines: int
+    total_lines: int
+    note: str | None = None  # why it was not pruned, or store trouble; for stderr / a log
+    failure_lines: int = 0  # lines the safety net added to what the model kept
+    backend_abandoned: bool = False  # the backend timed out and still runs in a daemon thread
+
+    @property
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+def prune_output(query: str, data: bytes | str, settings: Any = None, exit_code: int | None = None) -> RunResult:
+    """Prune an output you already have (the MCP ``prune`` tool, and ``run_command``'s second half).
+
+    Never raises for squeez's own trouble: a gate, a missing model, a backend error or a timeout
+    gives the whole output back, unpruned, with ``note`` saying why.
+    """
+    if isinstance(data, str):
+        data = data.encode("utf-8", errors="surrogateescape")
+    if settings is None:
+        try:
+            settings = settings_mod.resolve()
+        except ConfigError as error:
+            return _whole(data, exit_code, f"config error, output not pruned: {error}")
+    gate = input_gate(data, settings)
+    if gate is not None:
+        return _whole(data, exit_code, None if gate.quiet or gate.kind == "empty" else gate.reason)
+    problem = settings_mod.missing_model_message(settings)
+    if problem is not None:
+        return _whole(data, exit_code, problem.split("\n", 1)[0] + " (output not pruned)")
+    store_id, store_note = keep_full_output(settings, data)
+    if store_id is None and settings.store_outputs and not settings.lossy:
+        return _whole(data, exit_code, f"the full output cannot be kept for `squeez show` ({store_note}): "
+                                       "passed through unpruned (lossy: true prunes anyway)")
+    text = data.decode("utf-8", errors="replace")  # what the model reads
+    answer: list[Any] = []
+    worker = threading.Thread(target=lambda: answer.append(call_backend(settings, query, text)), daemon=True)
+    worker.start()
+    worker.join(settings.timeout_s)
+    if not answer:  # the backend is still busy: answer now, let the daemon thread finish or die with us
+        result = _whole(data, exit_code, f"backend {settings.backend} timed out after {settings.timeout_s:g} s; "
+                                         "passed the full output through")
+        result.backend_abandoned = True
+        return result
+    pruned, failure, pruner, _ = answer[0]
+    if pruner is not None:
+        with contextlib.suppress(Exception):
+            pruner.close()
+    if failure is not None:
+        return _whole(data, exit_code, failure + "; passed the full output through")
+    exact_lines = split_lines(data.decode("utf-8", errors="surrogateescape"))
+    forced = [n for n in failure_line_numbers(exact_lines, exit_code) if not _kept(n, pruned.spans)]
+    spans = normalize_spans([*pruned.spans, *([n, n] for n in forced)], len(exact_lines))
+    total = visible_line_count(exact_lines)  # the empty piece after a final newline is no line
+    kept = sum(min(end, total) - start + 1 for start, end in spans if start <= total)
+    body = render_marked(exact_lines, spans, store_id, line_numbers=settings.line_numbers)
+    extra = f", +{len(forced)} failure line{'s' if len(forced) != 1 else ''}" if forced else ""
+    where = f"full output: squeez show {store_id}" if store_id else "full output not kept"
+    footer = f"[squeez: kept {kept} of {total} lines ({settings.backend}{extra}); {where}]"
+    out = (body + "\n" if body else "") + footer + "\n"
+    return RunResult(out.encode("utf-8", errors="surrogateescape"), exit_code, store_id, True, kept, total,
+                     store_note, len(forced))
+
+
+def run_command(query: str, command: list[str] | str, cwd: str | None = None, settings: Any = None,
+                stdin: Any = subprocess.DEVNULL) -> RunResult:
+    """Run ``command`` (argv, or a string for ``bash -c``), wait for it, and prune what it printed.
+
+    Raises RunError when the command cannot be started; anything else ends in a RunResult.
+    """
+    proc = start(command, cwd, stdin)
+    data = proc.stdout.read()
+    proc.stdout.close()
+    return prune_output(query, data, settings, exit_code=exit_status(proc.wait()))
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="squeez run", usage="squeez run [OPTIONS] QUERY -- CMD [ARGS...]",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Run a command, keep the lines of its output (stdout and stderr, merged) that answer QUERY, "
+                    "and exit with the command's exit code.",
+        epilog="examples:\n  squeez run \"which tests fail and why\" -- pytest -q\n"
+               "  squeez run \"the first compiler error\" -- bash -c 'make 2>&1 | tail -n 500'\n\n"
+               "Each cut stretch is marked in place: [squeez: N lines omitted (A-B); squeez show ID --lines A-B].\n"
+               "When the command fails, its summary and error lines are kept whatever the model chose.")
+    parser.add_argument("query", help="what the agent needs from this output")
+    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
+                        help="prefix kept lines with their source line number")
+    parser.add_argument("--tool-type", help="hint: the tool that produced the output (pytest, grep, ...)")
+    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
+                                            "~/.cache/squeez/store)")
+    parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
+                        help="prune even when the full output cannot be kept for `squeez show`")
+    add_backend_arguments(parser)
+    return parser
+
+
+def run_main(argv: list[str]) -> int:
+    if "--" not in argv and any(flag in argv for flag in ("-h", "--help")):
+        build_parser().print_help()
+        return 0
+    if "--" not in argv:
+        note("usage: squeez run [OPTIONS] QUERY -- CMD [ARGS...]  (the `--` before the command is required)")
+        return EXIT_USAGE
+    split = argv.index("--")
+    own, command = argv[:split], argv[split + 1:]
+    if not command:
+        note("usage: squeez run [OPTIONS] QUERY -- CMD [ARGS...]  (no command after `--`)")
+        return EXIT_USAGE
+    args = build_parser().parse_args(own)
+    if not args.query.strip():
+        note("squeez run: the query is empty; say what you need from the output")
+        return EXIT_USAGE
+    settings, config_note = _settings(args)
+    with reserved_stdout() as (out, _owned):
+        try:
+            proc = start(command, None, None)
+        except RunError as error:
+            note(str(error))
+            return error.exit_code
+        with _signals_go_to(proc):
+            limit = int(settings.max_input_mb * (1 << 20)) if settings else None
+            data, streamed = _collect(proc.stdout, limit, out)
+            code = exit_status(proc.wait())
+        if streamed:
+            note(f"output is over max_input_mb={settings.max_input_mb:g}: passed through unpruned")
+            return code
+        if settings is None:
+            result = _whole(data, code, config_note)
+        else:
+            result = prune_output(args.query, data, settings, exit_code=code)
+        with contextlib.suppress(BrokenPipeError):
+            out.write(result.data)
+            out.flush()
+        if result.note:
+            note(result.note)
+        if result.backend_abandoned:  # an engine stuck in C code cannot be joined: end the process now
+            import multiprocessing
+
+            for child in multiprocessing.active_children():  # os._exit skips their clean-up (vLLM's engine core)
+                with contextlib.suppress(Exception):
+                    child.terminate()
+            sys.stderr.flush()
+            os._exit(code)
+    return code
+
+
+def _settings(args: argparse.Namespace) -> tuple[Any, str | None]:
+    given = vars(args)
+    cli = {name: given[name] for name in settings_mod.FIELDS if name in given and name != "query"}
+    cli["markers"] = True
+    try:
+        return settings_mod.resolve(cli, config_path=args.config), None
+    except ConfigError as error:  # the command still runs: a broken config must not break every wrapped call
+        return None, f"config error, output not pruned: {error}"
+
+
+# -- the process ------------------------------------------------------------------------------------
+
+
+def start(command: list[str] | str, cwd: str | None, stdin: Any) -> subprocess.Popen:
+    argv = ["bash", "-c", command] if isinstance(command, str) else list(command)
+    try:
+        return subprocess.Popen(argv, cwd=cwd, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    except FileNotFoundError:
+        missing = cwd if cwd and not os.path.isdir(cwd) else argv[0]
+        raise RunError(f"{missing}: command not found", EXIT_NOT_FOUND) from None
+    except PermissionError:
+        raise RunError(f"{argv[0]}: permission denied", EXIT_NOT_EXECUTABLE) from None
+    except OSError as error:
+        raise RunError(f"cannot run {argv[0]}: {error.strerror or error}", EXIT_NOT_EXECUTABLE) from None
+
+
+def exit_status(returncode: int) -> int:
+    """The shell's convention: a command ended by signal N exits 128+N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def _collect(pipe: IO[bytes], limit: int | None, out: IO[bytes]) -> tuple[bytes, bool]:
+    """Read the whole output; past ``limit`` bytes, stream it to ``out`` instead (memory stays flat)."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = pipe.read1(_CHUNK) if hasattr(pipe, "read1") else pipe.read(_CHUNK)
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+        if limit is not None and size > limit:
+            break
+    try:
+        out.write(b"".join(chunks))
+        shutil.copyfileobj(pipe, out, _CHUNK)
+        out.flush()
+    except BrokenPipeError:  # the reader went away: drain so the command is not blocked on a full pipe
+        for _ in iter(lambda: pipe.read(_CHUNK), b""):
+            pass
+    return b"", True
+
+
+@contextlib.contextmanager
+def _signals_go_to(proc: subprocess.Popen):
+    """Forward SIGTERM / SIGHUP to the command; ignore SIGINT meanwhile (it reaches the command itself)."""
+    def forward(signum: int, _frame: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    saved = {}
+    for signum, handler in ((signal.SIGTERM, forward), (signal.SIGHUP, forward), (signal.SIGINT, signal.SIG_IGN)):
+        with contextlib.suppress(ValueError, OSError):
+            saved[signum] = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+
+
+def _whole(data: bytes, exit_code: int | None, why: str | None) -> RunResult:
+    n = visible_line_count(data.split(b"\n")) if data else 0
+    return RunResult(data, exit_code, None, False, n, n, why)
+
+
+def _kept(number: int, spans: list[list[int]]) -> bool:
+    return any(start <= number <= end for start, end in spans)

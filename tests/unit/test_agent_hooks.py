@@ -1,0 +1,207 @@
+"""The Claude Code / Codex PreToolUse hooks: which calls are rewritten, the reply's shape, the installers.
+
+Payload fixtures follow the documented PreToolUse input (https://code.claude.com/docs/en/hooks,
+"PreToolUse input": session_id, transcript_path, cwd, permission_mode, hook_event_name, tool_name,
+tool_input{command, description, timeout, run_in_background}, tool_use_id).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_cli_prune import SQUEEZ, env  # noqa: F401 - env is a fixture
+
+from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.hooks.claude_code import hook_main, last_user_prompt, rewrite
+from squeez_ray.cli.hooks.install import install, uninstall
+from squeez_ray.cli.hooks.patterns import should_wrap
+from squeez_ray.config import ConfigError
+
+
+def payload(command, description="Run the unit tests", transcript=None, **tool_input) -> dict:
+    return {"session_id": "abc123", "transcript_path": transcript, "cwd": "/repo", "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": command, "description": description, "timeout": 120000, **tool_input},
+            "tool_use_id": "toolu_01ABC123"}
+
+
+def inner_command(wrapped: str) -> tuple[str, str]:
+    """(query, original command) back out of `... run QUERY -- bash -c CMD`."""
+    words = shlex.split(wrapped)
+    run = words.index("run")
+    assert words[run + 2:run + 5][:3] == ["--", "bash", "-c"] and len(words) == run + 6, words
+    return words[run + 1], words[run + 5]
+
+
+@pytest.mark.parametrize(("command", "family"), [
+    ("pytest -q tests/unit", "test"), ("python -m pytest -x", "test"), ("uv run pytest", "test"),
+    ("FOO=1 npm test", "test"), ("cargo test 2>&1", "test"), ("make -j4", "build"), ("ruff check .", "lint"),
+    ("grep -rn load_config .", "grep"), ("rg -n TODO 2>/dev/null", "grep"), ("git log --oneline -50", "git"),
+    ("git diff HEAD~3", "git"), ("git blame -L 10,40 a.py", "git"), ("pip install -e .", "install"),
+    ("cat src/app.py", "read"), ("sed -n 1,400p big.py", "read"), ("head -n 300 log.txt", "read"),
+    ("ls && pytest -q", "test"), ("sudo -E make install", "build"),
+])
+def test_long_output_commands_are_wrapped(command, family):
+    assert should_wrap(command) == family
+
+
+@pytest.mark.parametrize("command", [
+    "ls -la", "echo hi", "git status", "git commit -m x",  # short outputs: not in any family
+    "pytest -q | tail -20", "grep -rn x . > hits.txt", "make >> build.log 2>&1", "pytest &", "(cd a && pytest)",
+    "cd sub && pytest", "export X=1; pytest", "vim a.py", "less log.txt", "python", "python3 -i", "top",
+    "tail -f app.log", "ssh host pytest", "git add -p", "docker run -it img pytest",
+    "squeez run 'q' -- pytest", "/opt/bin/squeez run q -- make", 'echo "open quote', "pytest -q\nmake",
+    "git log `cat ref`", "",
+])
+def test_commands_left_alone(command):
+    assert should_wrap(command) is None
+
+
+def test_claude_code_reply_wraps_the_command_and_keeps_the_rest_of_tool_input(tmp_path):
+    transcript = tmp_path / "session.jsonl"
+    transcript.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "user", "message": {"role": "user", "content": "The login test is flaky, find out why"}},
+        {"type": "assistant", "message": {"role": "assistant", "content": [{"type": "text", "text": "Looking."}]}},
+        {"type": "user", "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t",
+                                                                   "content": "output"}]}},
+    ]) + "\n")
+    reply = rewrite(payload("pytest -q tests/test_login.py", transcript=str(transcript)), "claude-code",
+                    settings_mod.Settings())
+    output = reply["hookSpecificOutput"]
+    assert set(output) == {"hookEventName", "updatedInput"}  # no permissionDecision: prompts are unchanged
+    assert output["hookEventName"] == "PreToolUse"
+    updated = output["updatedInput"]
+    assert {k: v for k, v in updated.items() if k != "command"} == {"description": "Run the unit tests",
+                                                                   "timeout": 120000}
+    query, original = inner_command(updated["command"])
+    assert original == "pytest -q tests/test_login.py"
+    assert query == "Run the unit tests (task: The login test is flaky, find out why)"
+
+
+def test_quoting_survives_a_command_full_of_quotes():
+    command = """grep -rn "it's a \\"test\\"" . --include='*.py' 2>&1"""
+    updated = rewrite(payload(command, description="Find 'quoted' $HOME `x`"), "claude-code",
+                      settings_mod.Settings())["hookSpecificOutput"]["updatedInput"]
+    assert inner_command(updated["command"]) == ("Find 'quoted' $HOME `x`", command)
+
+
+def test_a_description_that_looks_like_an_option_still_runs_the_command(env, tmp_path):  # noqa: F811
+    updated = rewrite(payload("grep -rn TODO .", description="--verbose search"), "claude-code",
+                      settings_mod.Settings())["hookSpecificOutput"]["updatedInput"]
+    out = subprocess.run(["bash", "-c", updated["command"]], capture_output=True, cwd=tmp_path, env=env)
+    assert out.returncode == 1 and b"usage" not in out.stderr  # grep's own "nothing found", not ours
+
+
+def test_codex_reply_allows_and_never_rewrites_installers():
+    codex = {"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": "cargo test"}}
+    output = rewrite(codex, "codex", settings_mod.Settings())["hookSpecificOutput"]
+    assert output["permissionDecision"] == "allow" and set(output) == {"hookEventName", "permissionDecision",
+                                                                      "updatedInput"}
+    assert inner_command(output["updatedInput"]["command"])[1] == "cargo test"
+    argv = {**codex, "tool_input": {"command": ["bash", "-lc", "git log -20"]}}
+    shell, flag, wrapped = rewrite(argv, "codex", settings_mod.Settings())["hookSpecificOutput"]["updatedInput"][
+        "command"]
+    assert (shell, flag) == ("bash", "-lc") and inner_command(wrapped)[1] == "git log -20"
+    install_call = {**codex, "tool_input": {"command": "pip install requests"}}
+    assert rewrite(install_call, "codex", settings_mod.Settings()) is None
+    assert rewrite({**install_call, "tool_name": "Bash"}, "claude-code", settings_mod.Settings()) is not None
+
+
+def test_patterns_come_from_the_config_file(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("hook_patterns:\n  test: ['./run_tests\\b']\n  read: []\n")
+    settings = settings_mod.resolve({}, env={}, config_path=str(config))
+    assert rewrite(payload("./run_tests --all"), "claude-code", settings) is not None
+    assert rewrite(payload("pytest -q"), "claude-code", settings) is None  # the family's defaults replaced
+    assert rewrite(payload("cat a.py"), "claude-code", settings) is None  # family turned off
+    config.write_text("hook_patterns:\n  test: ['(unclosed']\n")
+    with pytest.raises(ConfigError, match=r"hook_patterns.test: '\(unclosed' is not a regular expression"):
+        settings_mod.resolve({}, env={}, config_path=str(config))
+
+
+def test_last_user_prompt_reads_claude_and_codex_transcripts(tmp_path):
+    codex = tmp_path / "rollout.jsonl"
+    codex.write_text("\n".join(json.dumps(e) for e in [
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<environment_context>cwd</environment_context>"}]}},
+        {"type": "response_item", "payload": {"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "make the build pass"}]}},
+        "not an object", {"type": "response_item", "payload": {"type": "function_call"}}]) + "\n{truncated")
+    assert last_user_prompt(str(codex)) == "make the build pass"
+    assert last_user_prompt(str(tmp_path / "missing.jsonl")) is None
+
+
+MALFORMED = [b"", b"not json", b"[]", b"null", b'{"tool_name": "Bash"}', b'{"tool_name": "Bash", "tool_input": 3}',
+             b'{"tool_name": "Bash", "tool_input": {"command": 42}}', b'{"tool_name": "Read", "tool_input": {}}',
+             b'{"tool_name": "Bash", "tool_input": {"command": "pytest"}, "transcript_path": 7}' + b"x" * 10,
+             b"\xff\xfe\x00garbage", json.dumps(payload("pytest", transcript="/nonexistent/t.jsonl",
+                                                        run_in_background=True)).encode()]
+
+
+@pytest.mark.parametrize("data", MALFORMED)
+@pytest.mark.parametrize("host", ["claude-code", "codex"])
+def test_malformed_payloads_get_no_reply_and_exit_0(data, host):
+    stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")  # as sys.stdin decodes it
+    stdout = io.StringIO()
+    assert hook_main(host, stdin, stdout) == 0 and stdout.getvalue() == ""
+
+
+def test_the_entry_point_stays_silent_on_garbage(env):  # noqa: F811
+    for data in (b"\xff\xfe\x00garbage", b'{"tool_name": "Bash", "tool_input": {"command": 42}}'):
+        out = subprocess.run([str(SQUEEZ), "hook", "claude-code"], input=data, capture_output=True, env=env,
+                             timeout=60)
+        assert (out.returncode, out.stdout, out.stderr) == (0, b"", b"")
+
+
+def test_a_broken_config_never_blocks_the_call(env, tmp_path):  # noqa: F811
+    config = tmp_path / "bad.yaml"
+    config.write_text("hook_patterns: [oops\n")
+    out = subprocess.run([str(SQUEEZ), "hook", "claude-code"], input=json.dumps(payload("pytest")).encode(),
+                         capture_output=True, env={**env, "SQUEEZ_CONFIG": str(config)}, timeout=60)
+    assert (out.returncode, out.stdout) == (0, b"")
+
+
+def test_install_merges_is_idempotent_and_uninstall_removes_only_ours(tmp_path):
+    path = tmp_path / ".claude" / "settings.json"
+    path.parent.mkdir()
+    theirs = {"matcher": "Edit|Write", "hooks": [{"type": "command", "command": "prettier --write"}]}
+    path.write_text(json.dumps({"model": "opus", "hooks": {"PreToolUse": [theirs], "Stop": [{"hooks": []}]}}))
+    assert install(path, "claude-code") is True
+    once = path.read_bytes()
+    assert install(path, "claude-code") is False and path.read_bytes() == once
+    data = json.loads(once)
+    assert data["model"] == "opus" and data["hooks"]["Stop"] == [{"hooks": []}]
+    assert data["hooks"]["PreToolUse"][0] == theirs
+    ours = data["hooks"]["PreToolUse"][1]
+    assert ours["matcher"] == "Bash" and ours["hooks"][0]["command"].endswith(" hook claude-code")
+    assert install(path, "codex") is True  # another host's hook is another entry
+    assert uninstall(path, "claude-code") is True and uninstall(path, "claude-code") is False
+    left = json.loads(path.read_text())["hooks"]["PreToolUse"]
+    assert left[0] == theirs and len(left) == 2 and left[1]["hooks"][0]["command"].endswith(" hook codex")
+
+
+def test_install_refuses_a_file_it_cannot_read_and_changes_nothing(env, tmp_path):  # noqa: F811
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{not json")
+    out = subprocess.run([str(SQUEEZ), "install", "claude-code", "--project", "--dir", str(tmp_path)],
+                         capture_output=True, env=env)
+    assert out.returncode == 2 and b"is not valid JSON" in out.stderr and settings.read_text() == "{not json"
+    out = subprocess.run([str(SQUEEZ), "install", "codex", "--user"], capture_output=True, env=env)
+    assert out.returncode == 0 and (Path(env["HOME"]) / ".codex" / "hooks.json").is_file()
+    assert b"permissionDecision" in out.stderr
+
+
+def test_hook_answers_without_importing_a_backend(env):  # noqa: F811
+    code = ("import sys, io, json; sys.stdin = io.StringIO(json.dumps({'tool_name': 'Bash', 'tool_input': "
+            "{'command': 'pytest'}})); from squeez_ray.cli import main; main(['hook', 'claude-code']); "
+            "assert not any(m in sys.modules for m in ('onnxruntime', 'torch', 'numpy', 'tokenizers')), "
+            "sorted(m for m in sys.modules if m in ('onnxruntime', 'torch', 'numpy', 'tokenizers'))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
+    assert out.returncode == 0, out.stderr
