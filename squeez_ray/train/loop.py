@@ -198,6 +198,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         from squeez_ray.train.session import RaySession
 
         session = RaySession()
+    if loop_config.get("plan_total_bytes"):  # mixed clusters: this worker's card, before any weight is loaded
+        from squeez_ray.train.fit_check import check_this_device
+
+        check_this_device(loop_config["plan_total_bytes"])
     tokenizer = load_tokenizer(loop_config["base"])
     model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
                        gradient_checkpointing=cfg.model.gradient_checkpointing)
