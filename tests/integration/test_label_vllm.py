@@ -15,12 +15,13 @@ import json
 import pytest
 
 from squeez_ray.label import parse
-from squeez_ray.label.engines import VllmTeacherConfig, vllm_engine
+from squeez_ray.label.engines import PROMPT_TOO_LONG, VllmTeacherConfig, vllm_engine
 from squeez_ray.label.pipeline import TeacherConfig, label_dataset
 
 
-def observation(k):
-    lines = [f"tests/test_m.py::test_{k} FAILED", "E   assert 1 == 2", "collected 4 items", "3 passed, 1 failed"]
+def observation(k, extra_lines=0):
+    lines = [f"tests/test_m.py::test_{k} FAILED", "E   assert 1 == 2", "collected 4 items", "3 passed, 1 failed",
+             *[f"tests/test_m.py::test_pass_{i} PASSED" for i in range(extra_lines)]]
     return {"instance_id": f"inst-{k}", "repo": "org/r", "tool_type": "test_output", "command": "pytest",
             "tool_output": "\n".join(lines), "background_task": "Fix the failing test.", "error": None}
 
@@ -41,3 +42,20 @@ def test_vllm_teacher_runs_all_rounds_with_valid_json(tiny_qwen3_dir, ray_local)
     for row in labelled:
         spans = json.loads(row["spans"])
         assert spans and all(1 <= s <= e <= 4 for s, e in spans) and row["query"]
+
+
+@pytest.mark.slow
+def test_a_prompt_over_max_model_len_is_a_recorded_drop_not_a_failed_job(tiny_qwen3_dir, ray_local):
+    # One output of ~1,500 lines against max_model_len 1024: without should_continue_on_error the engine's
+    # refusal of that one prompt fails the whole Ray Data job.
+    config = VllmTeacherConfig(model=str(tiny_qwen3_dir), cpu_bundle=0.25, batch_size=4, max_tokens=16,
+                               structured_outputs=False,
+                               engine_kwargs={"max_model_len": 1024, "enforce_eager": True, "dtype": "float32",
+                                              "max_num_seqs": 4})
+    teacher = TeacherConfig(engine="vllm", vllm=config, content_first_retry=False)
+    rows = [observation(0), observation(1, extra_lines=1500)]
+    outcome = label_dataset(ray_local.data.from_items(rows), teacher, vllm_engine(config))
+    labelled = list(outcome.dataset.iter_rows())
+    assert len(labelled) + sum(outcome.dropped.values()) == len(rows)
+    assert outcome.dropped[PROMPT_TOO_LONG] == 1, outcome.drop_examples
+    assert "inst-1" in outcome.drop_examples[PROMPT_TOO_LONG] and "maximum model length" in outcome.drop_examples[PROMPT_TOO_LONG]
