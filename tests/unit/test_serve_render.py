@@ -32,6 +32,8 @@ def test_no_document_sets_the_model_by_environment_in_front_of_serve_deploy():
 def test_gpu_config_serves_the_merged_model_on_any_gpu(name):
     args = _args(yaml.safe_load((REPO / name).read_text()))
     assert "accelerator_type" not in args  # a hard-coded A100 waits forever on an H100 cluster
+    # Qwen 3.5 is hybrid: vLLM 0.32's align-mode prefix caching never hits an ~80-token shared prefix (see the YAML)
+    assert args["engine_kwargs"]["enable_prefix_caching"] is False
     readme = (REPO / "README.md").read_text()
     assert args["model"] in readme and f"--out {args['model']}" in readme  # what README's merge step writes
 
