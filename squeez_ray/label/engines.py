@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -210,7 +211,9 @@ def settle_engine_row(row: dict[str, Any], columns: list[str]) -> dict[str, Any]
     if not error:
         out.update({k: row[k] for k in ("teacher_reply", "teacher_error", "teacher_error_detail", "teacher_requests")})
         return out
-    too_long = "longer than the maximum model length" in error or "max_model_len" in error
+    # vLLM 0.32 words it "maximum context length is N tokens ... exceeds this limit"; older ones "longer than
+    # the maximum model length"
+    too_long = bool(re.search(r"maximum (context|model) length|max_model_len", error))
     out.update(teacher_reply="", teacher_error=PROMPT_TOO_LONG if too_long else ENGINE_ERROR,
                teacher_error_detail=error[:300], teacher_requests=int(row["teacher_requests"]) + 1)
     return out
