@@ -192,7 +192,7 @@ class RunSection:
 
 @dataclass
 class EvalSection:
-    enabled: bool = False  # generate on a dev sample at each epoch end (every rank a shard) and report F1 / recall / compression
+    enabled: bool = False  # generate on a dev sample at each epoch end (each rank a shard); report F1, recall, compression
     num_examples: int = 32  # dev examples generated per evaluation
     max_new_tokens: int = 512  # generation budget per example
     batch_size: int = 4  # examples generated per batch

@@ -13,8 +13,16 @@ import pytest
 
 from squeez_ray.label import prompts
 from squeez_ray.label.engines import HttpTeacherConfig, http_engine, make_budget_actor
-from squeez_ray.label.http_client import (BUDGET_EXHAUSTED, EMPTY_REPLY, HTTP_ERROR, REPLY_TRUNCATED, RETRIES_EXHAUSTED,
-                                          ChatClient, ChatSettings, LocalBudget)
+from squeez_ray.label.http_client import (
+    BUDGET_EXHAUSTED,
+    EMPTY_REPLY,
+    HTTP_ERROR,
+    REPLY_TRUNCATED,
+    RETRIES_EXHAUSTED,
+    ChatClient,
+    ChatSettings,
+    LocalBudget,
+)
 from squeez_ray.label.pipeline import TRANSPORT_REASONS, TeacherConfig, label_dataset
 
 QUERY = {"ok": '{"query": "Which line reports the failure?"}',
