@@ -279,6 +279,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     report: dict[str, Any] = {"dry_run": args.dry_run, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                               "environment": environment(), "stages": {}}
     stages = report["stages"]
+    write_report(report, getattr(args, "out", None))  # a run cut short still says what machine it was
     skip = set(filter(None, args.skip.split(",")))
 
     def attempt(name, fn, *fn_args):
