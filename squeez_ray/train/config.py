@@ -148,6 +148,10 @@ class ScalingSection:
     cpus_per_worker: float = 1.0  # CPUs reserved per worker
     resources_per_worker: dict[str, float] = field(default_factory=dict)  # extra (e.g. {"accelerator_type:A100": 0.01})
     placement_strategy: str = "PACK"  # Ray placement group strategy (PACK, SPREAD, STRICT_PACK)
+    # Ray accelerator type the workers must run on (H100, A100, L40S, ...; ray.util.accelerators). Workers
+    # land only on such nodes (the autoscaler starts one), and --plan checks the plan against that card
+    # when this machine has none. None: any GPU; the fit is then checked on the card the workers get.
+    accelerator_type: str | None = None
 
     def validate(self) -> list[str]:
         problems = []
@@ -157,6 +161,12 @@ class ScalingSection:
             problems.append(f"cpus_per_worker: {self.cpus_per_worker} must be > 0")
         if self.placement_strategy not in ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"):
             problems.append(f"placement_strategy: {self.placement_strategy!r} is not one of PACK, SPREAD, STRICT_PACK, STRICT_SPREAD")
+        from squeez_ray.train.devices import ACCELERATOR_TYPES
+
+        if self.accelerator_type is not None and self.accelerator_type not in ACCELERATOR_TYPES:
+            problems.append(f"accelerator_type: {self.accelerator_type!r} is not one of {', '.join(ACCELERATOR_TYPES)}")
+        if self.accelerator_type is not None and not self.use_gpu:
+            problems.append("accelerator_type: set only with use_gpu: true")
         return problems
 
 
@@ -182,7 +192,7 @@ class RunSection:
 
 @dataclass
 class EvalSection:
-    enabled: bool = False  # generate on a dev sample at each epoch end (rank 0) and report F1 / recall / compression
+    enabled: bool = False  # generate on a dev sample at each epoch end (each rank a shard); report F1, recall, compression
     num_examples: int = 32  # dev examples generated per evaluation
     max_new_tokens: int = 512  # generation budget per example
     batch_size: int = 4  # examples generated per batch
@@ -215,8 +225,8 @@ class TrainConfig:
         problems = []
         stage = deepspeed_stage(self.train.deepspeed)
         if self.eval.enabled and stage == 3:
-            problems.append("eval.enabled: in-training generation runs on rank 0 only, which ZeRO-3's sharded "
-                            "weights do not allow; use ZeRO-2 or evaluate the merged checkpoint afterwards")
+            problems.append("eval.enabled: in-training generation runs each rank's model.generate on its own, which "
+                            "ZeRO-3's sharded weights do not allow; use ZeRO-2 or evaluate the merged checkpoint afterwards")
         if self.train.deepspeed and not self.scaling.use_gpu and not self.train.use_cpu:
             problems.append("train.use_cpu: DeepSpeed without GPUs needs use_cpu: true")
         score = self.run.checkpoint_score

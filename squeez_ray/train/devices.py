@@ -30,8 +30,26 @@ _NAME_HINTS = (("H200", "h200"), ("H100", "h100-80gb"), ("A100", "a100-80gb"), (
                ("A10G", "a10g"))
 
 
+# Ray's accelerator_type names (ray.util.accelerators; what a ScalingConfig or a node reports) -> the card
+# to plan for. Ray calls both A100 sizes "A100": plan for the smaller one, since only the real device
+# (the workers' probe, squeez_ray.train.fit_check) can tell them apart.
+ACCELERATOR_TYPES = {"H100": "h100-80gb", "H200": "h200", "A100": "a100-40gb", "A100-40G": "a100-40gb",
+                     "A100-80G": "a100-80gb", "L40S": "l40s", "L4": "l4", "A10G": "a10g"}
+# The cluster launcher's GPU instance types (cluster.yaml) -> the card each one carries.
+EC2_INSTANCE_DEVICES = {"p4d.24xlarge": "a100-40gb", "p4de.24xlarge": "a100-80gb", "p5.48xlarge": "h100-80gb",
+                        "p5e.48xlarge": "h200", "p5en.48xlarge": "h200", "g6e.xlarge": "l40s", "g6.xlarge": "l4",
+                        "g5.xlarge": "a10g"}
+
+
 class UnknownDevice(ValueError):
     pass
+
+
+def accelerator_device(accelerator_type: str) -> Device:
+    """The card a Ray ``accelerator_type`` declares (UnknownDevice names the known ones)."""
+    if accelerator_type not in ACCELERATOR_TYPES:
+        raise UnknownDevice(f"unknown accelerator_type {accelerator_type!r}; known: {', '.join(ACCELERATOR_TYPES)}")
+    return KNOWN_DEVICES[ACCELERATOR_TYPES[accelerator_type]]
 
 
 def named_device(name: str) -> Device:
@@ -57,7 +75,10 @@ def detect_device() -> Device | None:
         return None
     if not torch.cuda.is_available():
         return None
-    name = torch.cuda.get_device_name(0)
-    total = int(torch.cuda.get_device_properties(0).total_memory)
+    return cuda_device(torch.cuda.get_device_name(0), int(torch.cuda.get_device_properties(0).total_memory))
+
+
+def cuda_device(name: str, total: int) -> Device:
+    """A CUDA card as torch reports it (name, total memory), with the table's bf16 peak."""
     peak = next((KNOWN_DEVICES[key].bf16_tflops for hint, key in _NAME_HINTS if hint in name), None)
     return Device(name, total, peak)

@@ -1,6 +1,9 @@
 """In-training evaluation: generate on a dev sample with the model being trained, score as METRICS.md says.
 
-Runs inside the rank-0 worker at epoch ends, on the live PEFT model (no merge, no engine), through the
+Runs inside every worker at epoch ends, each on its own shard of the dev sample (``rows[rank::world]``),
+on the live PEFT model (no merge, no engine); the per-example scores are gathered so every rank reports
+the same numbers. Rank 0 alone would leave the others blocked in the next step's gradient all-reduce
+until NCCL's 30-minute timeout on a long evaluation. Evaluation goes through the
 same prompt contract, reply parsing and verbatim mapping as the served pruner, so the numbers are
 comparable with ``squeez eval`` on the merged checkpoint.
 """
@@ -46,26 +49,53 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
     return replies
 
 
-def score_replies(rows: Sequence[dict[str, Any]], replies: Sequence[str], *, fuzzy_threshold: float) -> dict[str, float]:
-    """Macro means of METRICS.md's F1 (fuzzy), strict recall, compression and negatives' empty rate,
-    plus the generated lines the verbatim mapping had to drop."""
-    from squeez_ray.evaluate.metrics import score_example, summarize
+def _scored(rows: Sequence[dict[str, Any]], replies: Sequence[str], fuzzy_threshold: float) -> list[dict[str, Any]]:
+    """Per-example scores (METRICS.md) with the generated lines the verbatim mapping had to drop."""
+    from squeez_ray.evaluate.metrics import score_example
     from squeez_ray.infer.mapping import map_lines_to_spans
 
-    scored, unmatched = [], 0
+    scored = []
     for row, reply in zip(rows, replies):
         mapped = map_lines_to_spans(parse_target(reply).lines, row["tool_output"], threshold=fuzzy_threshold)
-        scored.append(score_example(row["tool_output"], row["gold_spans"], mapped.spans))
-        unmatched += mapped.unmatched
+        scored.append({**score_example(row["tool_output"], row["gold_spans"], mapped.spans),
+                       "unmatched_lines": mapped.unmatched})
+    return scored
+
+
+def _summary(scored: Sequence[dict[str, Any]]) -> dict[str, float]:
+    from squeez_ray.evaluate.metrics import summarize
+
     summary = summarize(scored)
     keys = ("f1", "recall", "precision", "compression", "negatives_empty")
     out = {k: float(summary[k]) for k in keys if summary.get(k) is not None}
-    out["unmatched_lines"] = unmatched / max(len(rows), 1)
+    out["unmatched_lines"] = sum(r["unmatched_lines"] for r in scored) / max(len(scored), 1)
     return out
 
 
+def score_replies(rows: Sequence[dict[str, Any]], replies: Sequence[str], *, fuzzy_threshold: float) -> dict[str, float]:
+    """Macro means of METRICS.md's F1 (fuzzy), strict recall, compression and negatives' empty rate,
+    plus the generated lines the verbatim mapping had to drop."""
+    return _summary(_scored(rows, replies, fuzzy_threshold))
+
+
+def gather_scored(scored: list[dict[str, Any]], world: int) -> list[dict[str, Any]]:
+    """Every rank's per-example scores, on every rank (torch.distributed; one process: as is)."""
+    if world <= 1:
+        return scored
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return scored
+    parts: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(parts, scored)
+    return [row for part in parts for row in part]
+
+
 def evaluate_generation(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], *, system_prompt: str,
-                        max_new_tokens: int, batch_size: int, fuzzy_threshold: float) -> dict[str, float]:
-    replies = generate_replies(model, tokenizer, rows, system_prompt=system_prompt, max_new_tokens=max_new_tokens,
+                        max_new_tokens: int, batch_size: int, fuzzy_threshold: float, rank: int = 0,
+                        world: int = 1) -> dict[str, float]:
+    """Scores over all of ``rows``; with ``world`` > 1, this rank generates ``rows[rank::world]`` only."""
+    mine = list(rows[rank::world]) if world > 1 else list(rows)
+    replies = generate_replies(model, tokenizer, mine, system_prompt=system_prompt, max_new_tokens=max_new_tokens,
                                batch_size=batch_size)
-    return score_replies(rows, replies, fuzzy_threshold=fuzzy_threshold)
+    return _summary(gather_scored(_scored(mine, replies, fuzzy_threshold), world))

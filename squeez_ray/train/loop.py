@@ -128,7 +128,9 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
         def on_save(self, args, state, control, **kwargs):
             folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
             if session.rank == 0:
-                (folder / METADATA_FILE).write_text(json.dumps({**metadata, "global_step": state.global_step}, indent=2))
+                # The eval scores ride along, so jobs/merge.py can pick the best checkpoint from the files alone.
+                (folder / METADATA_FILE).write_text(json.dumps({**metadata, "global_step": state.global_step,
+                                                                "metrics": dict(shared["eval"])}, indent=2))
             metrics = {**shared["latest"], **shared["eval"], "step": state.global_step}
             # Unique per step, so a resumed run never overwrites an earlier checkpoint.
             session.report(metrics, folder=str(folder) if folder.is_dir() else None,
@@ -136,7 +138,10 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
             self.mark = (time.perf_counter(), state.num_input_tokens_seen)  # saving is not training time
 
     class EpochEval(TrainerCallback):
-        """Rank 0 only: generate on the dev sample when a step completes an epoch or the run.
+        """Every rank: generate on its shard of the dev sample when a step completes an epoch or the run.
+
+        All ranks evaluate (and gather the scores), so none waits in the next step's all-reduce for
+        rank 0 to finish a long evaluation (NCCL's default timeout is 30 minutes).
 
         Runs in on_step_end, before the Trainer's save of that step, so the scores ride on the
         checkpoint's report (and ``run.checkpoint_score: eval_f1`` can rank checkpoints).
@@ -150,9 +155,10 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
             started = time.perf_counter()
             scores = evaluate_generation(model, tokenizer, eval_rows, system_prompt=metadata["system_prompt"],
                                          max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
-                                         fuzzy_threshold=cfg.eval.fuzzy_threshold)
+                                         fuzzy_threshold=cfg.eval.fuzzy_threshold, rank=session.rank,
+                                         world=session.world)
             shared["eval"] = {f"eval_{k}": v for k, v in scores.items()}
-            log.info("step %d eval (%d examples, %.1fs): %s", state.global_step, len(eval_rows),
+            log.info("step %d eval (%d examples over %d ranks, %.1fs): %s", state.global_step, len(eval_rows), session.world,
                      time.perf_counter() - started, shared["eval"])
 
     class FailOnce(TrainerCallback):
@@ -167,7 +173,7 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
                 raise RuntimeError(f"debug_fail_at_step={fail_at_step}: injected failure")
 
     callbacks = [ReportToRay()]
-    if session.rank == 0 and eval_rows:
+    if eval_rows:  # on every rank: see EpochEval
         callbacks.insert(0, EpochEval())
     if fail_at_step > 0:
         callbacks.append(FailOnce())
@@ -210,6 +216,10 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         from squeez_ray.train.session import RaySession
 
         session = RaySession()
+    if loop_config.get("plan_total_bytes"):  # mixed clusters: this worker's card, before any weight is loaded
+        from squeez_ray.train.fit_check import check_this_device
+
+        check_this_device(loop_config["plan_total_bytes"])
     tokenizer = load_tokenizer(loop_config["base"])
     model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
                        gradient_checkpointing=cfg.model.gradient_checkpointing)

@@ -29,22 +29,58 @@ class MergeError(JobError, ValueError):  # JobError: the job runner reports it a
     """A checkpoint or output folder that cannot be merged into / written, named."""
 
 
-def find_checkpoint(path: str | Path) -> Path:
-    """``path`` itself when it is a training checkpoint; for a run folder, its latest checkpoint."""
+def _step(folder: Path) -> int:
+    return int(re.sub(r"\D", "", folder.name) or 0)
+
+
+def find_checkpoint(path: str | Path, which: str = "latest") -> Path:
+    """``path`` itself when it is a training checkpoint; for a run folder, its ``latest`` or ``best`` checkpoint.
+
+    ``best``: the highest (or lowest, per the run's ``run.checkpoint_score_order``) value of the run's
+    ``run.checkpoint_score`` (eval_f1 by default) that the checkpoints record in squeez_train.json.
+    """
     folder = Path(path)
     if (folder / METADATA_FILE).is_file():
         return folder
     if not folder.is_dir():
         raise MergeError(f"{folder} does not exist")
-    candidates = [c for c in folder.glob("checkpoint_*") if (c / METADATA_FILE).is_file()]
+    candidates = sorted((c for c in folder.glob("checkpoint_*") if (c / METADATA_FILE).is_file()), key=_step)
     if not candidates:
         raise MergeError(f"{folder} is neither a training checkpoint (no {METADATA_FILE}) nor a run folder holding one")
-    return max(candidates, key=lambda c: int(re.sub(r"\D", "", c.name) or 0))
+    if which == "latest":
+        return candidates[-1]
+    if which != "best":
+        raise MergeError(f"--checkpoint {which!r}: use latest, best or a checkpoint folder")
+    metas = {c: json.loads((c / METADATA_FILE).read_text()) for c in candidates}
+    run = (metas[candidates[-1]].get("config") or {}).get("run") or {}
+    key = run.get("checkpoint_score") or "eval_f1"
+    sign = -1 if run.get("checkpoint_score_order") == "min" else 1
+    scored = [(sign * float(m["metrics"][key]), _step(c), c) for c, m in metas.items()
+              if isinstance((m.get("metrics") or {}).get(key), (int, float))]
+    if not scored:
+        raise MergeError(f"no checkpoint in {folder} records {key} (eval.enabled was off, or an older run): "
+                         "pass --checkpoint latest or a checkpoint folder")
+    return max(scored)[2]  # ties: the later step
+
+
+def pick_checkpoint(path: str | Path, which: str | None) -> tuple[Path, str]:
+    """What jobs/merge.py merges, and why: ``which`` is latest | best | a folder; None: best when the
+    run's checkpoints record their score, else latest."""
+    if which not in (None, "latest", "best"):
+        return find_checkpoint(which), "the named checkpoint"
+    if which is None:
+        try:
+            return find_checkpoint(path, "best"), "best by its recorded score"
+        except MergeError as error:
+            if "records" not in str(error):
+                raise
+            return find_checkpoint(path, "latest"), "latest (no checkpoint records a score)"
+    return find_checkpoint(path, which), which
 
 
 def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: bool = False,
-                  base_override: str | None = None) -> dict[str, Any]:
-    """Write the merged model to ``out_dir``; returns its manifest."""
+                  base_override: str | None = None, which: str | None = None) -> dict[str, Any]:
+    """Write the merged model to ``out_dir``; returns its manifest. ``which``: see pick_checkpoint."""
     import torch
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, GenerationConfig
@@ -52,7 +88,8 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
     from squeez_ray.prompt import END_OF_TURN, check_prompt_format
     from squeez_ray.train.model import load_tokenizer
 
-    source = find_checkpoint(checkpoint)
+    source, chosen = pick_checkpoint(checkpoint, which)
+    log.info("merging %s (%s)", source, chosen)
     meta = json.loads((source / METADATA_FILE).read_text())
     # Merging an adapter trained on a retired layout would hand serving a checkpoint it must refuse.
     check_prompt_format(meta.get("prompt_format"), str(source / METADATA_FILE))
@@ -84,7 +121,8 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
         generation.save_pretrained(staging)
         manifest = {
             "kind": "squeez-merged", "base_model": meta.get("base_model"), "base_model_path": base,
-            "adapter": str(source), "global_step": meta.get("global_step"),
+            "adapter": str(source), "adapter_chosen": chosen, "adapter_metrics": meta.get("metrics"),
+            "global_step": meta.get("global_step"),
             "prompt_format": meta["prompt_format"], "system_prompt": meta["system_prompt"],
             "training_config": meta.get("config"), "data": meta.get("data"), "lora": meta.get("lora"),
             "training_git_revision": meta.get("git_revision"), "git_revision": git_revision(),

@@ -121,6 +121,11 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     check_inputs(config)
     init_ray(log_to_driver=True)  # workers' training logs are the job's progress
     _check_shared_storage(config.run.storage_path)
+    plan = None
+    if config.scaling.use_gpu and not config.train.use_cpu:
+        from squeez_ray.train.fit_check import check_fit_on_workers
+
+        plan = check_fit_on_workers(config)  # on a node like the workers' (the driver may have no GPU)
     storage = config.run.storage_path if _is_uri(config.run.storage_path) else str(Path(config.run.storage_path).resolve())
     run_dir = f"{storage.rstrip('/')}/{config.run.name}"
     local_run_dir = None if _is_uri(storage) else Path(run_dir)
@@ -148,9 +153,11 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
         train_loop_per_worker,
         train_loop_config={"config": config, "base": base, "n_batches": n_batches, "metadata": metadata,
                            "eval_rows": _eval_sample(config), "progress": progress_enabled(),
+                           "plan_total_bytes": plan.total if plan else None,
                            "deepspeed": json.loads(Path(config.train.deepspeed).read_text()) if config.train.deepspeed else None},
         scaling_config=ray.train.ScalingConfig(num_workers=config.scaling.num_workers, use_gpu=config.scaling.use_gpu,
                                                resources_per_worker=resources,
+                                               accelerator_type=config.scaling.accelerator_type,
                                                placement_strategy=config.scaling.placement_strategy),
         run_config=ray.train.RunConfig(
             name=config.run.name, storage_path=storage,

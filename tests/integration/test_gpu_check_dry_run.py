@@ -54,3 +54,27 @@ def test_skipped_stages_cascade_with_their_reasons(tmp_path):
     report = gpu_check.run(args)
     assert report["stages"]["train"] == {"status": "skipped", "reason": "--skip train"}
     assert report["stages"]["merge"]["status"] == "skipped" and report["stages"]["vllm"]["status"] == "skipped"
+
+
+def test_training_part_runs_where_only_torch_transformers_peft_accelerate_are(tmp_path):
+    # The first GPU box may hold no Ray, no vLLM, no pyarrow: a site folder without them, Python run with -S.
+    site_packages = Path(next(p for p in sys.path if p.endswith("site-packages")))
+    site = tmp_path / "site"
+    site.mkdir()
+    blocked = ("pyarrow", "ray", "vllm", "pandas", "datasets", "rapidfuzz", "bm25s", "onnxruntime", "deepspeed",
+               "squeez", "__editable__", "_squeez")
+    for entry in site_packages.iterdir():
+        if not entry.name.lower().startswith(blocked) and not entry.name.endswith(".pth"):
+            (site / entry.name).symlink_to(entry)
+    out = tmp_path / "out" / "report.json"
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{REPO}", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-S", "scripts/gpu_check.py", "--dry-run", "--skip", "merge", "--out", str(out),
+                           "--work-dir", str(tmp_path / "work")], cwd=REPO, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(out.read_text())
+    assert report["environment"]["ray"] is None and report["environment"]["vllm"] is None
+    assert report["stages"]["train"]["status"] == "ok" and report["stages"]["train"]["via"] == "in-process"
+    assert report["stages"]["vllm"] == {"status": "skipped", "reason": "vLLM is not installed here"}
+    summary = out.with_suffix(".txt").read_text()
+    assert "train: ok" in summary and "peak" in summary and "vllm: skipped" in summary

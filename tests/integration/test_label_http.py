@@ -13,8 +13,17 @@ import pytest
 
 from squeez_ray.label import prompts
 from squeez_ray.label.engines import HttpTeacherConfig, http_engine, make_budget_actor
-from squeez_ray.label.http_client import (BUDGET_EXHAUSTED, HTTP_ERROR, RETRIES_EXHAUSTED, ChatClient, LocalBudget)
-from squeez_ray.label.pipeline import TeacherConfig, label_dataset
+from squeez_ray.label.http_client import (
+    BUDGET_EXHAUSTED,
+    EMPTY_REPLY,
+    HTTP_ERROR,
+    REPLY_TRUNCATED,
+    RETRIES_EXHAUSTED,
+    ChatClient,
+    ChatSettings,
+    LocalBudget,
+)
+from squeez_ray.label.pipeline import TRANSPORT_REASONS, TeacherConfig, label_dataset
 
 QUERY = {"ok": '{"query": "Which line reports the failure?"}',
          "fenced": '<think>a log</think>```json\n{"query": "Where is the error raised?"}\n```',
@@ -26,6 +35,18 @@ RETRY = {"recover": '{"spans": [[4, 4]]}', "noanswer": '{"spans": []}'}
 CASES = ["ok", "fenced", "badjson", "longquery", "outofrange", "strspans", "nospanskey", "recover", "noanswer",
          "ratelimited", "flaky", "down"]
 LABELLED = {"ok", "fenced", "recover", "ratelimited", "flaky"}
+
+
+# Reasoning models (gpt-oss, DeepSeek R1) as vLLM / OpenRouter answer them.
+REASONING = {
+    "thinking_ok": {"message": {"role": "assistant", "content": QUERY["ok"], "reasoning_content": "Let me see..."},
+                    "finish_reason": "stop"},
+    "thinking_cut": {"message": {"role": "assistant", "content": None, "reasoning_content": "Hmm " * 300},
+                     "finish_reason": "length"},
+    "reasoning_cut": {"message": {"role": "assistant", "content": None, "reasoning": "First, " * 300},
+                      "finish_reason": "length"},
+    "thinking_empty": {"message": {"role": "assistant", "content": None, "reasoning": "done"}, "finish_reason": "stop"},
+}
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -59,6 +80,9 @@ class Scripted(BaseHTTPRequestHandler):
         with self.lock:
             self.calls[case] += 1
             n = self.calls[case]
+        if case in REASONING:
+            return self._send(200, json.dumps({"id": "x", "object": "chat.completion", "model": body["model"],
+                                               "choices": [{"index": 0, **REASONING[case]}]}))
         if case == "down" or (case == "flaky" and n == 1):
             return self._send(503 if case == "down" else 500, '{"error": "overloaded"}')
         if case == "ratelimited" and n == 1:
@@ -135,6 +159,19 @@ def test_client_retries_429_and_5xx_then_gives_up_on_persistent_errors(server):
     assert limited.reply == QUERY["ok"] and limited.attempts == 2
     assert flaky.reply == QUERY["ok"] and flaky.attempts == 2
     assert down.reply is None and down.error == RETRIES_EXHAUSTED and down.attempts == 3 and "503" in down.detail
+
+
+def test_reasoning_replies_are_answers_or_content_drops_never_transport_failures(server):
+    settings = ChatSettings(url=server, max_retries=2, backoff_base_s=0.01, timeout_s=10, max_tokens=1024)
+    ok, cut, cut2, empty = run_client(settings, [messages(c) for c in ("thinking_ok", "thinking_cut", "reasoning_cut",
+                                                                      "thinking_empty")])
+    assert ok.reply == QUERY["ok"] and ok.error is None
+    for outcome in (cut, cut2):
+        # max_tokens spent on reasoning: named, asked once (not retried), and final (a rerun does not resend it)
+        assert outcome.error == REPLY_TRUNCATED and outcome.attempts == 1
+        assert "max_tokens=1024" in outcome.detail and "reasoning" in outcome.detail
+    assert empty.error == EMPTY_REPLY and empty.attempts == 1
+    assert not {REPLY_TRUNCATED, EMPTY_REPLY} & TRANSPORT_REASONS
 
 
 def test_client_budget_counts_every_attempt(server):

@@ -51,6 +51,8 @@ def test_restart_after_failure_then_resume_on_resubmission(ray_local, labelled, 
 
     meta = json.loads((Path(first.checkpoint) / "squeez_train.json").read_text())
     assert meta["base_model"] == "tiny-qwen3" and meta["prompt_format"] == PROMPT_FORMAT
+    # the scores ride on the checkpoint (every rank evaluated a shard), so jobs/merge.py can pick the best one
+    assert meta["metrics"]["eval_f1"] == first.metrics["eval_f1"]
     assert Path(meta["base_model_path"], "config.json").is_file() and meta["data"]["train_examples"] > 0
     manifest = json.loads(Path(first.manifest).read_text())
     assert manifest["latest_checkpoint"] == first.checkpoint and manifest["counts"] == first.counts

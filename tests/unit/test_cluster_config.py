@@ -30,9 +30,42 @@ def test_cluster_yaml_passes_ray_schema(cluster_config):
     assert full["head_node_type"] == "head"
     # A CPU group for collection/labelling and an A100 group for training/serving, both autoscaled.
     assert groups["cpu_worker"]["max_workers"] >= 1 and groups["cpu_worker"]["min_workers"] == 0
-    assert groups["a100_worker"]["node_config"]["InstanceType"].startswith(("p4d", "p4de"))
+    assert groups["gpu_worker"]["max_workers"] >= 1 and groups["gpu_worker"]["min_workers"] == 0
     assert any("pip install" in c and "-e" in c for c in full["setup_commands"])
     assert full["file_mounts"] == {"~/squeez-ray": "."}
+
+
+def test_gpu_group_carries_a_card_the_recipe_fits(cluster_config):
+    # The recipe's plan against the card the cluster declares (p4d's 40 GB A100 needs 183% of it).
+    from squeez_ray.config import load_config
+    from squeez_ray.train.config import TrainConfig
+    from squeez_ray.train.devices import EC2_INSTANCE_DEVICES, KNOWN_DEVICES
+    from squeez_ray.train.memory_plan import plan_memory
+
+    instance = cluster_config["available_node_types"]["gpu_worker"]["node_config"]["InstanceType"]
+    assert instance in EC2_INSTANCE_DEVICES, f"{instance}: add its card to devices.EC2_INSTANCE_DEVICES"
+    device = KNOWN_DEVICES[EC2_INSTANCE_DEVICES[instance]]
+    for name in ("qwen35_2b_lora.yaml", "qwen35_2b_lora_zero.yaml"):
+        plan = plan_memory(load_config(TrainConfig, REPO / "jobs/configs" / name, {}), device)
+        assert plan.fits, f"{name} on {instance}:\n{plan.table()}"
+
+
+def test_setup_installs_into_python_311_and_builds_causal_conv1d_against_the_installed_torch(cluster_config):
+    commands = cluster_config["setup_commands"]
+    # The DLAMI's system python3 is 3.10: nothing may install the project into it.
+    assert not any("python3 -m pip install" in c and "-e" in c for c in commands)
+    venv = next(i for i, c in enumerate(commands) if "venv --python 3.11" in c)
+    project = next(i for i, c in enumerate(commands) if "-e \".[gpu" in c)
+    conv = next(i for i, c in enumerate(commands) if "causal-conv1d" in c)
+    assert venv < project < conv and "--no-build-isolation" in commands[conv]
+    assert "~/venv/bin/python" in commands[project] and "~/venv/bin/python" in commands[conv]
+    # causal-conv1d must not also come in with the extra (it would be built in an isolated env first).
+    pyproject = (REPO / "pyproject.toml").read_text()
+    gpu_extra = next(line for line in pyproject.splitlines() if line.startswith("gpu = "))
+    assert "causal-conv1d" not in gpu_extra
+    assert any("jobs/check_kernels.py --require" in c for c in commands)
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):  # ray and job drivers run the venv
+        assert all("venv/bin" in c for c in cluster_config[key]), key
 
 
 def test_schema_check_is_real(cluster_config):

@@ -99,3 +99,32 @@ def test_plan_is_within_a_factor_of_two_of_the_peak_measured_on_cpu(tmp_path, ch
     result = json.loads(out.stdout.strip().splitlines()[-1])
     ratio = result["planned"] / result["measured"]
     assert 0.5 <= ratio <= 2.0, result
+
+
+def test_plan_is_checked_against_the_declared_accelerator_type_without_a_gpu_here(capsys):
+    recipe = str(REPO / "jobs/configs/qwen35_2b_lora.yaml")
+    # Ray calls both A100 sizes "A100": the plan takes the 40 GB one, which the recipe does not fit.
+    assert train_job.main(["--config", recipe, "--plan", "scaling.accelerator_type=A100"]) == 2
+    assert "a100-40gb" in capsys.readouterr().out
+    assert train_job.main(["--config", recipe, "--plan", "scaling.accelerator_type=H100"]) == 0
+    assert "h100-80gb" in capsys.readouterr().out
+    # A submit (not --plan) from a GPU-less head with a declared card that is too small: refused before Ray.
+    assert train_job.main(["--config", recipe, "scaling.accelerator_type=A100"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "a100-40gb" in err[0] and "max_tokens_per_batch" in err[0]
+
+
+def test_fit_is_checked_on_the_card_the_workers_get():
+    from squeez_ray.train.devices import cuda_device
+    from squeez_ray.train.fit_check import DoesNotFit, check_fit_on_workers, worker_task_options
+
+    config = _config("qwen35_2b_lora.yaml", **{"scaling.accelerator_type": "H100",
+                                                "scaling.resources_per_worker": {"big_disk": 1}})
+    # The probe asks for exactly one worker's resources, so it lands where a worker would.
+    assert worker_task_options(config) == {"num_cpus": 8, "num_gpus": 1, "resources": {"big_disk": 1},
+                                           "accelerator_type": "H100"}
+    with pytest.raises(DoesNotFit, match=r"NVIDIA A100-SXM4-40GB .*max_tokens_per_batch"):
+        check_fit_on_workers(config, probe=lambda cfg: cuda_device("NVIDIA A100-SXM4-40GB", int(39.4 * 2**30)))
+    plan = check_fit_on_workers(config, probe=lambda cfg: cuda_device("NVIDIA H100 80GB HBM3", int(79.2 * 2**30)))
+    assert plan.fits
+    assert check_fit_on_workers(config, probe=lambda cfg: None) is None  # no CUDA on the workers (CPU runs)
