@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
 
 
 class LinesError(ValueError):
@@ -83,17 +82,3 @@ def select_lines(data: bytes, start: int, end: int, *, ident: str = "the output"
                          + (f" (ask for 1-{n} or less)" if n else ""))
     chosen = b"\n".join(pieces[start - 1:end])
     return chosen + b"\n" if end < len(pieces) else chosen
-
-
-def show_lines(store_id: str, start: int, end: int, settings: Any = None) -> str:
-    """Lines ``start``..``end`` (1-based, inclusive) of a stored output, as text.
-
-    Raises LinesError (out of range) or StoreError (unknown / ambiguous id), each with a one-line message.
-    """
-    from squeez_ray.cli import settings as settings_mod
-    from squeez_ray.cli.show import open_store
-
-    if settings is None:
-        settings = settings_mod.store_only_settings(None)
-    data = open_store(settings).get(store_id)
-    return select_lines(data, start, end, ident=f"output {store_id}").decode("utf-8", errors="replace")

@@ -75,8 +75,8 @@ class _Tools:
         from mcp.server.mcpserver.exceptions import ToolError
 
         from squeez_ray.cli import settings as settings_mod
-        from squeez_ray.cli.markers import LinesError, parse_line_range, show_lines
-        from squeez_ray.cli.show import open_store
+        from squeez_ray.cli.markers import LinesError, parse_line_range
+        from squeez_ray.cli.show import open_store, show_lines
         from squeez_ray.cli.store import StoreError
 
         # `show` needs only the store: a config that cannot prune must not hide the outputs kept so far.

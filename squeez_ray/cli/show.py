@@ -65,3 +65,16 @@ def show_main(argv: list[str]) -> int:
         note(f"cannot print the output: {error.strerror or error}")
         return EXIT_BACKEND
     return EXIT_OK
+
+
+def show_lines(store_id: str, start: int, end: int, settings: Any = None) -> str:
+    """Lines ``start``..``end`` (1-based, inclusive) of a stored output, as text.
+
+    Raises LinesError (out of range) or StoreError (unknown / ambiguous id), each with a one-line message.
+    """
+    from squeez_ray.cli.markers import select_lines
+
+    if settings is None:
+        settings = settings_mod.store_only_settings(None)
+    data = open_store(settings).get(store_id)
+    return select_lines(data, start, end, ident=f"output {store_id}").decode("utf-8", errors="replace")
