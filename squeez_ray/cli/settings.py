@@ -100,6 +100,12 @@ def _validate(self: Any) -> list[str]:
     value = number("min_lines")
     if value is not None and value < 0:
         problems.append(f"min_lines: must be >= 0, got {value!r}")
+    value = number("recall_target")
+    if value is not None and not 0 < value <= 1:
+        problems.append(f"recall_target: must be in (0, 1], got {value!r}")
+    value = number("max_kept_lines")
+    if value is not None and value < 1:
+        problems.append(f"max_kept_lines: must be >= 1, got {value!r}")
     return problems
 
 
