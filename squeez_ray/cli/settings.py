@@ -108,6 +108,12 @@ def _validate(self: Any) -> list[str]:
         if not math.isfinite(value) or value < low or (high is not None and value > high):
             allowed = f">= {low}" if high is None else f"between {low} and {high}"
             problems.append(f"{name}: must be {allowed}, got {value!r}")
+    value = number("recall_target")
+    if value is not None and not 0 < value <= 1:
+        problems.append(f"recall_target: must be in (0, 1], got {value!r}")
+    value = number("max_kept_lines")
+    if value is not None and value < 1:
+        problems.append(f"max_kept_lines: must be >= 1, got {value!r}")
     from squeez_ray.cli.hooks.patterns import pattern_problems
 
     problems.extend(pattern_problems(self.hook_patterns))

@@ -22,6 +22,10 @@ class PruneRequest:
     query: str
     tool_output: str
     tool_type: str | None = None  # a hint some backends use (e.g. the encoder's tool token)
+    # Operating-point knobs for scoring backends (the encoder): a dev recall target and a kept-lines
+    # budget for this request alone; None: the backend's own setting. Generative backends ignore them.
+    recall_target: float | None = None
+    max_kept_lines: int | None = None
 
 
 @dataclass

@@ -32,6 +32,11 @@ class EncoderSettings:
     # Thresholds calibrated on dev for other runtimes of the same weights ({"int8": t}): int8 weights
     # shift every score a little, so the fp32 threshold keeps a different share of lines under int8.
     variant_thresholds: dict[str, float] = field(default_factory=dict)
+    # The dev curve of each variant ({"int8": [{target_recall, threshold, recall, compression, ...}]}) and the
+    # recall target the default threshold is taken at (None: the variant threshold above). An agent
+    # needs recall more than precision, so the shipped model answers at a recall target, not best F1.
+    operating_points: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    default_recall_target: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

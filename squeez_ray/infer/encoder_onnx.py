@@ -91,13 +91,13 @@ ONE_WINDOW = 1
 
 class OnnxEncoderPruner(ScoringPruner):
     def __init__(self, model_dir: str | Path, *, dtype: str | None = None, threshold: float | None = None,
-                 tokens_per_batch: int | None = None, threads: int | None = None, name: str | None = None):
+                 tokens_per_batch: int | None = None, threads: int | None = None, name: str | None = None,
+                 recall_target: float | None = None, max_kept_lines: int | None = None):
         self.session, self.tokenizer, self.settings = load_onnx_encoder(model_dir, dtype=dtype, threads=threads)
         self._forward = onnx_forward(self.session)
         self.variant = "int8" if onnx_file(Path(model_dir), dtype).name == ONNX_INT8 else "fp32"
-        if threshold is None:  # the variant's own dev calibration when export recorded one
-            threshold = self.settings.variant_thresholds.get(self.variant, self.settings.threshold)
-        self.threshold = threshold
+        self.choose_operating_point(self.variant, threshold=threshold, recall_target=recall_target,
+                                    max_kept_lines=max_kept_lines)
         # int8 never batches windows: a request's lines must not depend on its neighbours in a batch
         self.tokens_per_batch = ONE_WINDOW if self.variant == "int8" or not tokens_per_batch else tokens_per_batch
         self.name = name or f"encoder:{Path(model_dir).name}"

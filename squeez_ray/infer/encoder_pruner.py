@@ -24,7 +24,8 @@ class EncoderPruner(ScoringPruner):
     """The torch runtime (training checkpoints without an ONNX export; GPUs)."""
 
     def __init__(self, model_dir: str | Path, *, device: str | None = None, dtype: str | None = None,
-                 threshold: float | None = None, tokens_per_batch: int = 8192, threads: int | None = None):
+                 threshold: float | None = None, tokens_per_batch: int = 8192, threads: int | None = None,
+                 recall_target: float | None = None, max_kept_lines: int | None = None):
         import torch
 
         from squeez_ray.infer.encoder_model import load_scorer
@@ -36,7 +37,9 @@ class EncoderPruner(ScoringPruner):
         self.model.to(self.device).eval()
         # bf16 uses the CPU's matrix units where present; "float32" turns it off.
         self.dtype = dtype or "bfloat16"
-        self.threshold = self.settings.threshold if threshold is None else threshold
+        # torch scores are fp32's (bf16 moves them less than int8 does): fp32's curve, else the training point
+        self.choose_operating_point("fp32", threshold=threshold, recall_target=recall_target,
+                                    max_kept_lines=max_kept_lines)
         self.tokens_per_batch = tokens_per_batch
         self.name = f"encoder:{Path(model_dir).name}"
 
@@ -71,5 +74,7 @@ def build_encoder(options: BackendOptions) -> ScoringPruner:
         # bfloat16 is a torch setting (serve configs carry it): on ONNX it means the default file.
         dtype = None if options.dtype in ("bfloat16", "bf16") else options.dtype
         name = "encoder:default" if not options.model else None
-        return OnnxEncoderPruner(model_dir, dtype=dtype, threshold=options.threshold, name=name, **engine)
-    return EncoderPruner(model_dir, device=options.device, dtype=options.dtype, threshold=options.threshold, **engine)
+        return OnnxEncoderPruner(model_dir, dtype=dtype, threshold=options.threshold, name=name,
+                                 recall_target=options.recall_target, max_kept_lines=options.max_kept_lines, **engine)
+    return EncoderPruner(model_dir, device=options.device, dtype=options.dtype, threshold=options.threshold,
+                         recall_target=options.recall_target, max_kept_lines=options.max_kept_lines, **engine)

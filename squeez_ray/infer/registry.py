@@ -33,6 +33,8 @@ class BackendOptions:
     device: str | None = None  # transformers / encoder: "cpu", "cuda", ...
     dtype: str | None = None
     threshold: float | None = None  # encoder: override the calibrated threshold
+    recall_target: float | None = None  # encoder: the dev recall to operate at (its curve picks the threshold)
+    max_kept_lines: int | None = None  # encoder: keep at most this many lines (the highest-scoring)
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # passed through to vllm.LLM / from_pretrained
     min_lines: int = 0  # outputs shorter than this pass through unpruned
 
@@ -107,6 +109,9 @@ def add_backend_arguments(parser: Any) -> None:
     group.add_argument("--seed", type=int, help="seed of the random baseline")
     group.add_argument("--device", help="torch device for transformers / encoder backends")
     group.add_argument("--threshold", type=float, help="encoder: decision threshold (default: calibrated)")
+    group.add_argument("--recall-target", type=float, help="encoder: operate at this dev recall, in (0, 1] "
+                       "(higher keeps more lines; default: the model's own, see its model card)")
+    group.add_argument("--max-kept-lines", type=int, help="encoder: keep at most this many lines")
     group.add_argument("--min-lines", type=int, help="outputs with fewer lines pass through unpruned")
 
 

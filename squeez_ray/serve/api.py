@@ -53,6 +53,11 @@ class _Item(BaseModel):
                                    examples=[EXAMPLE_OUTPUT], json_schema_extra={"pattern": "^[^\\u0000]*$"})
     tool_type: Optional[StrictStr] = Field(None, description="Optional hint: the tool that produced the output "
                                                              "(read_file, grep, pytest, git_log, ...).")
+    recall_target: Optional[float] = Field(None, gt=0, le=1, allow_inf_nan=False,
+                                           description="Encoder deployments: operate at this recall on the model's dev "
+                                                       "curve (higher keeps more lines); default: the model's own.")
+    max_kept_lines: Optional[int] = Field(None, ge=1, description="Encoder deployments: keep at most this many "
+                                                                   "lines (the highest-scoring).")
 
     @field_validator("query", "tool_output", "tool_type")
     @classmethod

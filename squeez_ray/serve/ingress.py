@@ -170,7 +170,7 @@ class PruneIngress:
               summary="Prune one tool output")
     async def prune(self, body: PruneBody) -> dict[str, Any]:
         started = time.perf_counter()
-        request = PruneRequest(body.query, body.tool_output, body.tool_type)
+        request = PruneRequest(body.query, body.tool_output, body.tool_type, body.recall_target, body.max_kept_lines)
         [result] = await self._run([request], _render_options(body.options))
         return _answer(result, (time.perf_counter() - started) * 1000)
 
@@ -181,7 +181,8 @@ class PruneIngress:
         if len(body.items) > self._limits.max_batch_items:
             return _error(413, "too_large", f"batch has {len(body.items)} items; the limit is "
                           f"{self._limits.max_batch_items} (split it)")
-        requests = [PruneRequest(item.query, item.tool_output, item.tool_type) for item in body.items]
+        requests = [PruneRequest(item.query, item.tool_output, item.tool_type, item.recall_target, item.max_kept_lines)
+                    for item in body.items]
         results = await self._run(requests, _render_options(body.options))
         return {"results": [_answer(r) for r in results], "latency_ms": round((time.perf_counter() - started) * 1000, 3)}
 

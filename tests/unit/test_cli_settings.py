@@ -119,3 +119,15 @@ def test_an_unreadable_config_file_is_a_config_error(tmp_path):
     binary.write_bytes(b"\xff\xfe\x00garbage")
     with pytest.raises(ConfigError, match=str(binary)):
         settings.resolve({}, env={"HOME": str(tmp_path)}, config_path=str(binary))
+
+
+def test_operating_point_knobs_come_from_the_file_and_are_range_checked(tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("recall_target: 0.7\nmax_kept_lines: 40\n")
+    resolved = settings.resolve({}, env={"HOME": str(tmp_path)}, config_path=str(config))
+    assert (resolved.recall_target, resolved.max_kept_lines) == (0.7, 40)
+    env = {"HOME": str(tmp_path), "SQUEEZ_RECALL_TARGET": "1.5", "SQUEEZ_MAX_KEPT_LINES": "0"}
+    with pytest.raises(ConfigError) as error:
+        settings.resolve({}, env=env)
+    assert "SQUEEZ_RECALL_TARGET='1.5': must be in (0, 1]" in str(error.value)
+    assert "SQUEEZ_MAX_KEPT_LINES='0': must be >= 1" in str(error.value)

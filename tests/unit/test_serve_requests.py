@@ -72,6 +72,8 @@ def test_model_backend_needs_a_model_and_the_env_var_supplies_it(monkeypatch):
 def test_prune_body_accepts_text_and_options():
     body = PruneBody.model_validate({"query": "why", "tool_output": "a\r\nb\n\tc", "options": {"markers": True}})
     assert body.tool_output == "a\r\nb\n\tc" and body.options.markers is True
+    knobs = PruneBody.model_validate({"query": "why", "tool_output": "x", "recall_target": 0.8, "max_kept_lines": 5})
+    assert (knobs.recall_target, knobs.max_kept_lines) == (0.8, 5)
 
 
 @pytest.mark.parametrize("payload, where", [
@@ -82,6 +84,10 @@ def test_prune_body_accepts_text_and_options():
     ({"query": "q", "tool_output": {"lines": []}}, "tool_output"),
     ({"query": "q", "tool_output": "a\x00b"}, "tool_output"),
     ({"query": "q", "tool_output": "x", "options": {"line_numbers": 1}}, "options"),
+    ({"query": "q", "tool_output": "x", "recall_target": 0}, "recall_target"),
+    ({"query": "q", "tool_output": "x", "recall_target": 1.5}, "recall_target"),
+    ({"query": "q", "tool_output": "x", "recall_target": "high"}, "recall_target"),
+    ({"query": "q", "tool_output": "x", "max_kept_lines": 0}, "max_kept_lines"),
 ])
 def test_prune_body_rejects(payload, where):
     with pytest.raises(ValidationError) as error:
