@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -127,3 +128,31 @@ def test_bad_knobs_are_refused_when_the_pruner_is_built(shipped_copy):
         build_pruner("encoder", model=str(shipped_copy), recall_target=0.95)
     with pytest.raises(ValueError, match="at least 1"):
         build_pruner("encoder", model=str(shipped_copy), max_kept_lines=0)
+
+
+def test_calibrate_job_measures_the_curve_on_dev_and_sets_the_default(tmp_path):
+    """jobs/calibrate_encoder.py end to end on the shipped weights and a few real-looking dev rows."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "jobs"))
+    from calibrate_encoder import main
+
+    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+
+    model = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL_DIR, model)
+    config = json.loads((model / "squeez_encoder.json").read_text())
+    config.pop("operating_points"), config.pop("default_recall_target")
+    (model / "squeez_encoder.json").write_text(json.dumps(config))
+    assert main(["--model", str(model), "--default-recall-target", "0.5"]) == 2  # no stored curve, no dev data
+    rows = [{"id": "d1", "tool": "test_output", "query": "why does test_parse fail", "output": LOG, "gold": [[41, 42]]},
+            {"id": "d2", "tool": "test_output", "query": "which tests were skipped", "output": LOG, "gold": []}]
+    dev = tmp_path / "dev.jsonl"  # the evaluation-cases format, as a dev split may be kept
+    dev.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["--model", str(model), "--dev-data", str(dev), "--min-compression", "0.5"]) == 0
+    written = json.loads((model / "squeez_encoder.json").read_text())
+    curve = written["operating_points"]["int8"]
+    assert curve and all(p["recall"] >= p["target_recall"] for p in curve)
+    assert written["default_recall_target"] == max(p["target_recall"] for p in curve if p["compression"] >= 0.5)
+    card = json.loads((model / "model_card.json").read_text())
+    assert card["operating_points"]["dev_data"]["examples"] == 2
