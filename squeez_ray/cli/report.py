@@ -121,7 +121,7 @@ def iter_runs(roots: list[Path], replay: Replay) -> Iterator[tuple[str, list[Any
 def replay_runs(roots: list[Path], settings: Any, limit: int | None = None) -> Replay:
     from squeez_ray.cli.failure_lines import is_failure_line
     from squeez_ray.cli.hooks.claude_code import build_query
-    from squeez_ray.cli.hooks.patterns import should_wrap
+    from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
     from squeez_ray.cli.run import prune_output
 
     replay = Replay(backend=settings.backend)
@@ -137,6 +137,7 @@ def replay_runs(roots: list[Path], settings: Any, limit: int | None = None) -> R
                 text = obs.text or ""
                 before = _tokens(text)
                 command = shell_command(obs.tool, obs.args)
+                command = split_cd_prefix(command)[1] if command else command  # the hook wraps what follows a cd
                 family = should_wrap(command, patterns) if command else None
                 if family is None:
                     replay.row(OTHER if command is None else LEFT_ALONE).add(Row(1, 0, before, before))

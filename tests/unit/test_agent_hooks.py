@@ -91,6 +91,20 @@ def test_quoting_survives_a_command_full_of_quotes():
     assert inner_command(updated["command"]) == ("Find 'quoted' $HOME `x`", command)
 
 
+def test_a_leading_cd_stays_in_the_agents_shell_and_the_rest_is_wrapped(env, tmp_path):  # noqa: F811
+    """`cd pkg && CMD` is what agents write most: the cd runs unwrapped (its effect persists, as it would
+    have), CMD runs under squeez run in that directory with its own exit code."""
+    updated = rewrite(payload("cd pkg && grep -rn needle .", description="Find the needle"), "claude-code",
+                      settings_mod.Settings())["hookSpecificOutput"]["updatedInput"]
+    assert updated["command"].startswith("cd pkg && ") and " -- bash -c 'grep -rn needle .'" in updated["command"]
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.txt").write_text("hay\nneedle here\n")
+    out = subprocess.run(["bash", "-c", updated["command"]], capture_output=True, cwd=tmp_path, env=env)
+    assert out.returncode == 0 and b"./a.txt:2:needle here" in out.stdout
+    for left_alone in ("cd $HOME && pytest", "cd a; pytest", "cd a && vim x", "cd a && cd b && pytest"):
+        assert rewrite(payload(left_alone), "claude-code", settings_mod.Settings()) is None
+
+
 def test_a_description_that_looks_like_an_option_still_runs_the_command(env, tmp_path):  # noqa: F811
     updated = rewrite(payload("grep -rn TODO .", description="--verbose search"), "claude-code",
                       settings_mod.Settings())["hookSpecificOutput"]["updatedInput"]

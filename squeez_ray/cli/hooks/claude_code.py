@@ -27,7 +27,7 @@ import shlex
 import sys
 from typing import Any
 
-from squeez_ray.cli.hooks.patterns import should_wrap
+from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
 
 # The transcript can be large: only its tail is read, where the last user prompt is.
 _TRANSCRIPT_TAIL = 1 << 20
@@ -66,10 +66,11 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
     patterns = getattr(settings, "hook_patterns", None)
     # Codex approves a rewritten call itself (see codex.py): installers keep their approval prompt there.
     exclude = ("install",) if host == "codex" else ()
-    if should_wrap(command, patterns, exclude) is None:
+    prefix, rest = split_cd_prefix(command)  # `cd DIR && CMD`: the cd stays in the agent's shell
+    if should_wrap(rest, patterns, exclude) is None:
         return None
-    query = build_query(tool_input.get("description"), command, payload.get("transcript_path"))
-    wrapped = f"{squeez_invocation()} run {shlex.quote(query)} -- bash -c {shlex.quote(command)}"
+    query = build_query(tool_input.get("description"), rest, payload.get("transcript_path"))
+    wrapped = f"{prefix}{squeez_invocation()} run {shlex.quote(query)} -- bash -c {shlex.quote(rest)}"
     output: dict[str, Any] = {"hookEventName": "PreToolUse"}
     if host == "codex":
         output["permissionDecision"] = "allow"

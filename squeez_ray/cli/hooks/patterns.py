@@ -13,7 +13,9 @@ Left alone, whatever matches (a rewrite must never change what the command does)
 - output sent elsewhere: a top-level pipe ``|``, a redirection to a file (``> out.log``;
   ``2>&1`` and ``> /dev/null`` are fine), background ``&``;
 - commands that change the calling shell's state (``cd``, ``export``, ``source`` ...): the wrapped
-  command runs in a child ``bash``, so the agent's next command would not see the change;
+  command runs in a child ``bash``, so the agent's next command would not see the change. The one
+  exception is the shape agents write most, a leading ``cd DIR && CMD``: the ``cd`` stays outside, in
+  the agent's shell, and only ``CMD`` is wrapped (``split_cd_prefix``);
 - anything the shell lexer cannot read (an open quote), multi-line scripts, subshells ``( ... )``.
 """
 
@@ -55,6 +57,22 @@ _SHELL_STATE = {"cd", "pushd", "popd", "export", "source", ".", "alias", "unalia
                 "eval", "exec", "ulimit", "umask"}
 _SEPARATORS = {"&&", "||", ";", ";;"}
 _SAFE_TARGETS = re.compile(r"^(/dev/null|&\d|&-|\d)$")
+
+
+# `cd DIR && REST` with DIR one plain, single- or double-quoted word (no expansions that could differ).
+_CD_PREFIX = re.compile(r"""^\s*cd\s+(?:[^\s;&|<>()`$'"\\]+|'[^']*'|"[^"$`\\]*")\s*&&\s*""")
+
+
+def split_cd_prefix(command: str) -> tuple[str, str]:
+    """(``cd DIR && ``, the rest) for a command that starts by changing directory, else ("", command).
+
+    Agents write ``cd pkg && pytest -q`` more than any other shape; the prefix is kept verbatim in the
+    agent's own shell (its directory change persists as it would have) and only the rest is wrapped.
+    """
+    match = _CD_PREFIX.match(command) if isinstance(command, str) else None
+    if match is None or not command[match.end():].strip():
+        return "", command
+    return command[:match.end()], command[match.end():]
 
 
 def compile_patterns(overrides: Mapping[str, Sequence[str]] | None = None) -> dict[str, list[re.Pattern]]:
