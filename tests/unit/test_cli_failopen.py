@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from test_cli_prune import RUNNER, answer_lines, make_log, squeez
+from test_cli_prune import answer_lines, make_log, squeez, start_while_backend_works
 
 
 @pytest.fixture
@@ -100,16 +98,7 @@ def test_a_read_only_home_passes_through(env, tmp_path):
 
 def test_sigint_while_the_backend_works_prints_the_input(env, tmp_path):
     data = make_log()
-    pidfile = tmp_path / "child.pid"
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**env, "TEST_CHILD_PIDFILE": str(pidfile)})
-    proc.stdin.write(data)
-    proc.stdin.close()
-    proc.stdin = None  # (communicate would flush it)
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    proc = start_while_backend_works(data, env, tmp_path)
     time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)

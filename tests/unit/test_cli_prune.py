@@ -104,6 +104,22 @@ def squeez(args: list[str], data: bytes | None = b"", env: dict | None = None, r
     return subprocess.run(cmd + args, input=data, capture_output=True, env=env, timeout=timeout)
 
 
+def start_while_backend_works(data: bytes, env: dict, tmp_path: Path) -> subprocess.Popen:
+    """``squeez q`` over ``data`` with the test's sleepy backend, returned once the backend is running
+    (its pidfile exists): the moment the signal tests interrupt it."""
+    pidfile = tmp_path / "child.pid"
+    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, "TEST_CHILD_PIDFILE": str(pidfile)})
+    proc.stdin.write(data)
+    proc.stdin.close()
+    proc.stdin = None  # (communicate would flush it)
+    deadline = time.monotonic() + 60
+    while not pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return proc
+
+
 def answer_lines(stdout: bytes) -> tuple[list[bytes], bytes]:
     """Kept lines and the footer of a text answer."""
     lines = stdout.rstrip(b"\n").split(b"\n")

@@ -9,13 +9,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
-from test_cli_prune import RUNNER, SQUEEZ, answer_lines, make_log, squeez
+from test_cli_prune import SQUEEZ, answer_lines, make_log, squeez, start_while_backend_works
 
 
 @pytest.fixture
@@ -75,16 +73,7 @@ def test_a_usage_error_keeps_the_flags_that_were_readable(env, tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_while_the_backend_works_print_the_input(env, tmp_path, signum):
     data = make_log()
-    pidfile = tmp_path / "child.pid"
-    proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**env, "TEST_CHILD_PIDFILE": str(pidfile)})
-    proc.stdin.write(data)
-    proc.stdin.close()
-    proc.stdin = None  # (communicate would flush it)
-    deadline = time.monotonic() + 60
-    while not pidfile.exists() and time.monotonic() < deadline:  # the backend is running
-        time.sleep(0.05)
+    proc = start_while_backend_works(data, env, tmp_path)
     proc.send_signal(signum)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signum and stdout == data, stderr
