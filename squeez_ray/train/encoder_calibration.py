@@ -215,6 +215,7 @@ def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
     trained = settings.window.overlap_lines
     settings.window = replace(settings.window, overlap_lines=overlap_lines)
     settings.variant_thresholds = {}
+    settings.operating_points = {}  # measured under the old windows too
     settings.calibration = {**settings.calibration, "trained_overlap_lines": trained}
     written = settings.to_json()
     write_json_atomic(settings_path, written)
@@ -228,12 +229,14 @@ def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any
     Quantised weights move every score a little, and the fp32 threshold then keeps a different set of
     lines; re-running the checkpoint's calibration (same objective and kept-share cap) on the variant's
     own scores puts it back on the operating point dev chose. Written to ``squeez_encoder.json``'s
-    ``variant_thresholds`` (atomically); returns the calibration point.
+    ``variant_thresholds`` with the variant's dev recall curve (``operating_points``), atomically;
+    returns the calibration point.
     """
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
     from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.train.encoder_data import line_labels
+    from squeez_ray.train.encoder_operating_curve import operating_curve
 
     model_dir = Path(model_dir)
     if not dev_rows:
@@ -252,5 +255,7 @@ def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any
         point = calibrate_threshold(scores, labels, reference.get("target_recall") or 0.8)
     point["auc"] = ranking_auc(np.concatenate(scores), np.concatenate(labels) > 0)
     settings.variant_thresholds[variant] = point["threshold"]
+    # The same dev scores give the variant's recall curve (--recall-target), at no second scoring pass.
+    settings.operating_points[pruner.variant] = operating_curve(scores, labels, settings.bridge_gap)
     write_json_atomic(settings_path, settings.to_json())
     return point

@@ -149,6 +149,8 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
     point = calibrate_variant(folder, dev, "int8")
     written = json.loads(settings_path.read_text())
     assert written["variant_thresholds"] == {"int8": point["threshold"]} and point["mean_kept_share"] <= 0.2
+    curve = written["operating_points"]["int8"]  # the same scores give the --recall-target curve
+    assert curve and all(p["recall"] >= p["target_recall"] for p in curve)
     assert written["threshold"] == settings.threshold != point["threshold"]
     assert OnnxEncoderPruner(folder).threshold == point["threshold"]  # default file: int8
     assert OnnxEncoderPruner(folder, dtype="float32").threshold == settings.threshold
@@ -174,6 +176,7 @@ def test_a_new_window_overlap_drops_stale_thresholds_and_each_variant_is_recalib
     assert set_overlap(folder, 0)["overlap_lines"] == 0
     written = json.loads((folder / "squeez_encoder.json").read_text())
     assert written["variant_thresholds"] == {} and written["calibration"]["trained_overlap_lines"] == 4
+    assert written["operating_points"] == {}  # curves measured under the old windows go with the thresholds
     after = OnnxEncoderPruner(folder)
     assert len(windows_for(after.tokenizer, *PAIRS[0], after.settings.window)[1]) < n_before
     dev = [{"query": PAIRS[0][0], "tool_output": OUTPUT, "gold_spans": [{"start_line": 300, "end_line": 302}]}]
