@@ -89,6 +89,18 @@ def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
         # one call each: the single request, the /v1/prune/batch request (two items), the 32 concurrent ones
         batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
         assert batching["calls"] == 34 and batching["largest_batch"] > 1, batching
+        # Operating-point knobs per request: a kept-lines budget; a recall target this curve-less model
+        # cannot honour fails that request open (said why); an out-of-range one is the client's error.
+        def knob(**extra) -> requests.Response:
+            return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
+                                                          **extra}, timeout=120)
+
+        assert len(local.spans) > 0 and local.kept_lines > 1
+        capped = knob(max_kept_lines=1).json()
+        assert capped["pruned"] is True and capped["kept_lines"] == 1
+        no_curve = knob(recall_target=0.6).json()
+        assert no_curve["pruned"] is False and "operating curve" in no_curve["reason"]
+        assert knob(recall_target=1.5).status_code == 422
     finally:
         # Shut Serve down, not just the app: its proxy would keep this port, and the next module's
         # serve.start(port=...) would be ignored.
