@@ -1,4 +1,5 @@
-"""Shared fixtures. Markers come from the folder a test lives in (unit / integration / gpu)."""
+"""Shared fixtures. Markers come from the folder a test lives in (unit / integration / gpu); integration and gpu
+tests share one xdist worker unless marked ``no_cluster``."""
 
 from __future__ import annotations
 
@@ -28,6 +29,10 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts and parts[0] in ("unit", "integration", "gpu"):
             item.add_marker(getattr(pytest.mark, parts[0]))
+        if parts and parts[0] in ("integration", "gpu") and not item.get_closest_marker("no_cluster"):
+            # One xdist worker runs these in turn: two Rays (or Serve apps, or vLLM engines) side by side on
+            # one machine break each other (fixed dashboard agent port) and starve each other's start-up.
+            item.add_marker(pytest.mark.xdist_group("cluster"))
         if parts and parts[0] == "gpu":
             try:
                 import torch

@@ -16,6 +16,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster tests
+
 SQUEEZ = Path(sys.executable).parent / "squeez"
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "hooks"
 

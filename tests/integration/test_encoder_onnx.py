@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster tests
 pytest.importorskip("onnxruntime")
 torch = pytest.importorskip("torch")
 

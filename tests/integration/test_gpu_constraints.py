@@ -13,7 +13,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow]  # ~2-3 min of index look-ups; needs the package index
+# ~2-3 min of index look-ups (needs the package index); no Ray, Serve or vLLM starts, so it runs beside the
+# cluster tests.
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.no_cluster]
 
 
 def _pins(path: Path) -> dict[str, str]:

@@ -9,6 +9,8 @@ from squeez_ray.infer.base import PruneRequest
 from squeez_ray.testing.checks import assert_verbatim_result, long_output, sample_requests
 from squeez_ray.train.tiny import build_tiny_qwen3
 
+pytestmark = pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster tests
+
 
 @pytest.fixture(scope="module")
 def hf_pruner(tmp_path_factory):

