@@ -108,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", default=str(REPO.parent / "shared" / "eval" / "public_cases.jsonl"))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", help="also write the rows as JSON here")
+    parser.add_argument("--matmul-n", type=int, default=2048,
+                        help="size of the square matmul that measures the machine's floor (smaller: quicker, rougher)")
     parser.add_argument("--quick", action="store_true",
                         help="latency pass for the default variant only; other variants bulk pass only; no unbatched run")
     args = parser.parse_args(argv)
@@ -118,8 +120,9 @@ def main(argv: list[str] | None = None) -> int:
     from squeez_ray.schema import read_examples
 
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)
-    rates = {"float32": matmul_gflops(torch.float32, args.threads), "bfloat16": matmul_gflops(torch.bfloat16, args.threads)}
-    print(json.dumps({"matmul_2048_gflops": {k: round(v, 1) for k, v in rates.items()}, "threads": args.threads,
+    rates = {name: matmul_gflops(dtype, args.threads, n=args.matmul_n)
+             for name, dtype in (("float32", torch.float32), ("bfloat16", torch.bfloat16))}
+    print(json.dumps({f"matmul_{args.matmul_n}_gflops": {k: round(v, 1) for k, v in rates.items()}, "threads": args.threads,
                       "cpus": os.cpu_count()}), flush=True)
     cases = read_examples(args.data)
     print(f"{len(cases)} cases, {sum(len(c['tool_output'].split(chr(10))) for c in cases)} lines", flush=True)

@@ -21,7 +21,7 @@ def test_bench_encoder_prints_every_variant(tmp_path, capsys, public_cases_path)
     spec.loader.exec_module(bench)
     out = tmp_path / "rows.json"
     assert bench.main(["--model", str(model), "--compare", str(model), "--data", str(cases), "--threads", "1",
-                       "--quick", "--out", str(out)]) == 0
+                       "--quick", "--matmul-n", "256", "--out", str(out)]) == 0
     variants = [row["variant"] for row in json.loads(out.read_text())["rows"]]
     assert len(variants) == 4 and variants[1] == "fp32" and "tiny" in variants[3]
     assert all(row["tokens"] > 0 and row["floor_s"] > 0 for row in json.loads(out.read_text())["rows"])
