@@ -61,7 +61,7 @@ def test_a_misread_line_over_an_empty_pipe_is_the_subcommand_s_usage_error(env):
 
 def test_without_piped_input_a_bad_subcommand_line_is_the_subcommand_s_error(env):
     out = subprocess.run([str(SQUEEZ), "show", "not-an-id"], stdin=subprocess.DEVNULL, capture_output=True,
-                         env=env, timeout=60)
+                         env=env, timeout=60, check=False)
     assert out.returncode == 1 and b"is not a store id" in out.stderr
 
 

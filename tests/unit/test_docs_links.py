@@ -20,7 +20,7 @@ CITATION = re.compile(r"\b([\w-]+\.md)\]?(?:\([^)\s]*\))?,\s*([\"'])([^\"'\n]+)\
 
 
 def headings(page: Path) -> list[str]:
-    return [h.strip() for h in re.findall(r"^#{1,6} (.+)$", page.read_text(), re.M)]
+    return [h.strip() for h in re.findall(r"^#{1,6} (.+)$", page.read_text(), re.MULTILINE)]
 
 
 def anchors(page: Path) -> set[str]:
@@ -37,9 +37,7 @@ def test_relative_links_lead_to_a_file_and_a_heading(page):
             continue
         path, _, anchor = target.partition("#")
         dest = (page.parent / path).resolve() if path else page
-        if not dest.exists():
-            broken.append(target)
-        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+        if not dest.exists() or (anchor and dest.suffix == ".md" and anchor not in anchors(dest)):
             broken.append(target)
     assert not broken, f"{page.relative_to(REPO)}: {broken}"
 
