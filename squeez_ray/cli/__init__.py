@@ -11,6 +11,7 @@ backend that needs them, so piping through the BM25 backend starts fast.
     hooks/       ``squeez hook|install|uninstall claude-code|codex``: the agents' PreToolUse hooks
     mcp_server.py  ``squeez mcp``, the prune / run / show tools over the Model Context Protocol
     report.py    ``squeez report``, what the hook would have saved on stored agent runs
+    subcommands.py  whether ``squeez show the failures`` (input piped in) is ``squeez show`` or a query
 """
 
 from __future__ import annotations
@@ -20,6 +21,16 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
+    from squeez_ray.cli.subcommands import misread_query
+
+    misread = misread_query(argv)
+    if misread is not None:  # `pytest | squeez show the failures`: a query, which must not cost the output
+        from squeez_ray.cli.pipe import note
+        from squeez_ray.cli.prune import main as prune_main
+
+        note(f"{misread}: the input is pruned with the whole line as its query (quote a query that starts "
+             f"with a subcommand word)")
+        return prune_main(argv, misread=True)
     if argv[:1] == ["eval"]:
         try:
             from squeez_ray.cli.eval import main as eval_main

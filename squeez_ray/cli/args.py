@@ -41,10 +41,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("query", nargs="*", help="what the agent needs from this output (quote it; words "
                                                  "given unquoted are joined into one query)")
     parser.add_argument("--input-file", help="read the tool output from this file instead of stdin")
-    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
-                        help="prefix kept lines with their source line number")
     parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=None,
                         help="mark each cut stretch in place: '[squeez: N lines omitted (A-B); squeez show ID "
                              "--lines A-B]'")
@@ -52,16 +48,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stats", action="store_true", help="print lines / tokens kept and latency to stderr")
     parser.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                         help="a backend error or timeout exits 1 instead of passing the output through")
-    parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
     parser.add_argument("--store", dest="store_outputs", action=argparse.BooleanOptionalAction, default=None,
                         help="keep the full output for `squeez show ID` (default: on)")
-    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
+    add_pruning_flags(parser)
+    return parser
+
+
+def add_pruning_flags(parser: argparse.ArgumentParser) -> None:
+    """The flags ``squeez`` (the pipe) and ``squeez run`` share: which pruner, which config, how kept lines
+    look, where full outputs go. One declaration, so that the two commands cannot drift apart."""
+    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
+                        help="prefix kept lines with their source line number")
+    parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
+    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
+                                            "~/.cache/squeez/store)")
     parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
                         help="prune even when the full output cannot be kept for `squeez show` (default: pass "
                              "it through unpruned)")
     add_backend_arguments(parser)
-    return parser
-
 
 
 def parse_arguments(argv: list[str]) -> tuple[argparse.Namespace, str | None]:

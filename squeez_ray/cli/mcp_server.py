@@ -144,12 +144,16 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="squeez mcp", description="Serve squeez's prune / run / show tools over "
                                      "the Model Context Protocol (stdio).",
                                      epilog="Claude Code: claude mcp add squeez -- squeez mcp")
     parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     try:
         import mcp  # noqa: F401 - only to tell a missing extra from a bug
     except ImportError:

@@ -63,10 +63,12 @@ from squeez_ray.infer.base import PruneResult, unpruned_result
 from squeez_ray.spans import render, split_lines
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], misread: bool = False) -> int:
+    """``misread``: the line named a subcommand that its words did not fit (subcommands.py); read as the
+    query, it is still a usage error when no input came."""
     args, usage_error = parse_arguments(argv)
     with _reserved_stdout() as (out, owned):
-        run = _Run(args, out, release_early=owned, usage_error=usage_error)
+        run = _Run(args, out, release_early=owned, usage_error=usage_error, misread=misread)
         with signals.watch(run.on_signal):
             try:
                 return run.run()
@@ -85,9 +87,10 @@ class _Run:
     stdout, even when it and the main thread finish at the same moment."""
 
     def __init__(self, args: argparse.Namespace, out: IO[bytes], release_early: bool = False,
-                 usage_error: str | None = None):
+                 usage_error: str | None = None, misread: bool = False):
         self.args = args
         self.usage_error = usage_error
+        self.misread = misread
         self.out = out
         self.release_early = release_early  # ``out`` is ours to close once answered
         self.started = time.perf_counter()
@@ -132,7 +135,8 @@ class _Run:
         if gate is None:
             return self._prune()
         if gate.kind == "empty":
-            return self._answer_empty()
+            code = self._answer_empty()
+            return EXIT_USAGE if self.misread else code  # no input came: the misread line was a usage error
         # JSON cannot hold binary bytes exactly: store them so `squeez show` can.
         return self._pass_through(gate.reason, quiet=gate.quiet, keep=self.args.json and gate.kind == "binary")
 

@@ -193,7 +193,7 @@ def _line(name: str, row: Row) -> str:
             f"{failures} |")
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     from squeez_ray.infer.registry import BACKENDS
 
     parser = argparse.ArgumentParser(prog="squeez report", description="Replay stored agent runs through the "
@@ -206,11 +206,21 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
     parser.add_argument("--limit", type=int, help="replay at most this many tool outputs (a quick look)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def missing_paths(paths: list[str]) -> str | None:
+    """The one-line error for paths that do not exist, or None."""
+    missing = [p for p in paths if not Path(p).exists()]
+    return f"no such file or folder: {', '.join(missing)}" if missing else None
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     roots = [Path(p) for p in args.paths]
-    missing = [str(p) for p in roots if not p.exists()]
+    missing = missing_paths(args.paths)
     if missing:
-        note(f"report: no such file or folder: {', '.join(missing)}")
+        note(f"report: {missing}")
         return EXIT_USAGE
     try:
         settings = settings_mod.resolve({"backend": args.backend, "model": args.model, "markers": True},

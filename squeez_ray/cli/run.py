@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli.args import add_pruning_flags
 from squeez_ray.cli.failure_lines import failure_line_numbers
 from squeez_ray.cli.markers import render_marked, visible_line_count
 from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
 from squeez_ray.cli.pruning import call_backend, input_gate, keep_full_output
 from squeez_ray.config import ConfigError
-from squeez_ray.infer.registry import add_backend_arguments
 from squeez_ray.spans import normalize_spans, split_lines
 
 _CHUNK = 1 << 16
@@ -150,16 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                "Each cut stretch is marked in place: [squeez: N lines omitted (A-B); squeez show ID --lines A-B].\n"
                "When the command fails, its summary and error lines are kept whatever the model chose.")
     parser.add_argument("query", help="what the agent needs from this output")
-    parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
-                        help="prefix kept lines with their source line number")
-    parser.add_argument("--tool-type", help="hint: the tool that produced the output (pytest, grep, ...)")
-    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
-                                            "~/.cache/squeez/store)")
-    parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
-                        help="prune even when the full output cannot be kept for `squeez show`")
-    add_backend_arguments(parser)
+    add_pruning_flags(parser)
     return parser
 
 

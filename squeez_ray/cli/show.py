@@ -19,15 +19,19 @@ def open_store(settings: Any) -> OutputStore:
     return OutputStore(root, int(settings.store_max_mb * (1 << 20)))
 
 
-def show_main(argv: list[str]) -> int:
-    """``squeez show ID``: print a stored full output, byte-exact."""
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
                                      epilog="To prune with the query 'show', write: squeez -- show")
     parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
     parser.add_argument("--lines", metavar="A-B", help="print only lines A to B (1-based, inclusive) of the output")
     parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
     parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def show_main(argv: list[str]) -> int:
+    """``squeez show ID``: print a stored full output, byte-exact."""
+    args = build_parser().parse_args(argv)
     try:
         settings = settings_mod.resolve({"store_dir": args.store_dir}, config_path=args.config)
     except ConfigError as error:

@@ -30,6 +30,12 @@ STALE_TMP_S = 3600
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.out$")  # what put() names an entry: the SHA-256 of its bytes
 
 
+def is_id_shaped(ident: str) -> bool:
+    """Whether ``ident`` could name an entry: hex, at least MIN_PREFIX characters (a prefix of a SHA-256)."""
+    ident = ident.strip().lower()
+    return MIN_PREFIX <= len(ident) <= 64 and all(c in "0123456789abcdef" for c in ident)
+
+
 class StoreError(Exception):
     """An id that is unknown or ambiguous, or a store that cannot be written."""
 
@@ -86,7 +92,7 @@ class OutputStore:
 
     def resolve(self, ident: str) -> Path:
         ident = ident.strip().lower()
-        if len(ident) < MIN_PREFIX or any(c not in "0123456789abcdef" for c in ident):
+        if not is_id_shaped(ident):
             raise StoreError(f"{ident!r} is not a store id (ids are hex, at least {MIN_PREFIX} characters)")
         matches = sorted(p for p in self.root.glob(ident + "*" + SUFFIX) if _ENTRY.match(p.name)) \
             if self.root.is_dir() else []

@@ -158,3 +158,34 @@ def test_failure_lines_rule():
         assert is_failure_line(line), line
     for line in ("def error_handler(request):", "all 12 tests passed", "  File \"a.py\", line 3"):
         assert not is_failure_line(line), line
+
+
+def _options(parser) -> dict[str, tuple]:
+    """Each option string with what it does: dest, action, default, choices."""
+    return {option: (action.dest, type(action).__name__, action.default, action.choices)
+            for action in parser._actions for option in action.option_strings}
+
+
+def test_the_pipe_and_run_accept_the_same_pruning_flags():
+    """One declaration (args.add_pruning_flags) serves both, so a flag added to one cannot miss the other."""
+    import argparse
+
+    from squeez_ray.cli import args, run
+
+    shared = _options(_with_pruning_flags(argparse.ArgumentParser(add_help=False)))
+    pipe, wrapped = _options(args.build_parser()), _options(run.build_parser())
+    assert {"--backend", "--config", "--line-numbers", "--tool-type", "--store-dir", "--lossy", "--model"} <= set(shared)
+    assert shared.items() <= pipe.items()
+    assert wrapped.keys() - {"-h", "--help"} == shared.keys() and shared.items() <= wrapped.items()
+    words = ["--backend", "bm25", "--no-line-numbers", "--tool-type", "pytest", "--store-dir", "s", "--lossy",
+             "--keep-ratio", "0.5"]
+    from_pipe = vars(args.build_parser().parse_args([*words, "q"]))
+    from_run = {k: v for k, v in vars(run.build_parser().parse_args([*words, "q"])).items() if k != "query"}
+    assert from_run and {k: from_pipe[k] for k in from_run} == from_run
+
+
+def _with_pruning_flags(parser):
+    from squeez_ray.cli.args import add_pruning_flags
+
+    add_pruning_flags(parser)
+    return parser

@@ -31,8 +31,7 @@ class InstallError(Exception):
     """A settings file we must not overwrite (not JSON, not the documented shape)."""
 
 
-def hooks_main(argv: list[str]) -> int:
-    verb = argv[0]
+def build_parser(verb: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"squeez {verb}", description={
         "hook": "Answer one PreToolUse payload on stdin (run by the agent, not by you).",
         "install": "Add squeez's PreToolUse hook to the agent's settings (idempotent).",
@@ -43,7 +42,12 @@ def hooks_main(argv: list[str]) -> int:
         where.add_argument("--project", action="store_true", help="this project's settings (the default)")
         where.add_argument("--user", action="store_true", help="your user settings, for every project")
         parser.add_argument("--dir", default=".", help="the project folder (default: the current one)")
-    args = parser.parse_args(argv[1:])
+    return parser
+
+
+def hooks_main(argv: list[str]) -> int:
+    verb = argv[0]
+    args = build_parser(verb).parse_args(argv[1:])
     if verb == "hook":
         return hook_main(args.host)
     path = settings_path(args.host, user=args.user, project_dir=args.dir)
