@@ -17,7 +17,7 @@ with no knowledge of the query; a wrong cut only blurs a feature the learned com
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,9 +41,7 @@ _WORD = re.compile(r"[A-Za-z0-9_]+")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]|[A-Za-z0-9_]")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
 STOPWORDS = frozenset(
-    "a an and are as at be by does do did for from has have how i in is it its of on or the this that to was "
-    "were what when where which who why with will would can could should there their them these those what's "
-    "all any my me we our you your show find get line lines output file files".split())
+    ["a", "an", "and", "are", "as", "at", "be", "by", "does", "do", "did", "for", "from", "has", "have", "how", "i", "in", "is", "it", "its", "of", "on", "or", "the", "this", "that", "to", "was", "were", "what", "when", "where", "which", "who", "why", "with", "will", "would", "can", "could", "should", "there", "their", "them", "these", "those", "what's", "all", "any", "my", "me", "we", "our", "you", "your", "show", "find", "get", "line", "lines", "output", "file", "files"])
 
 
 def subwords(text: str) -> list[str]:

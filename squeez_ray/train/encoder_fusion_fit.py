@@ -7,7 +7,8 @@ selection (which feature set, which L2) and the threshold curve. The evaluation 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,6 +58,37 @@ def fit_logistic(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: S
         if np.abs(step).max() < 1e-7:
             break
     return FusionModel(tuple(features), mean, scale, beta[:-1], float(beta[-1]))
+
+
+def fit_trees(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: Sequence[str], *,
+              max_depth: int = 3, trees: int = 150, learning_rate: float = 0.1, l2: float = 1.0):
+    """A small gradient-boosted tree ensemble (scikit-learn's histogram GBM; a training-time dependency
+    only) exported to the plain arrays ``TreeFusionModel`` walks with numpy. Same example weighting."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    from squeez_ray.infer.encoder_fusion import TreeFusionModel
+
+    columns = [FEATURES.index(f) for f in features]
+    x = np.concatenate([m[:, columns] for m in xs])
+    y = np.concatenate(ys).astype(int)
+    w = np.concatenate([np.full(len(m), len(xs) / max(len(m), 1) / sum(len(v) > 0 for v in xs)) for m in xs])
+    model = HistGradientBoostingClassifier(max_depth=max_depth, max_iter=trees, learning_rate=learning_rate,
+                                           l2_regularization=l2, early_stopping=False, random_state=0)
+    model.fit(x, y, sample_weight=w)
+    roots, feature, threshold, left, right, value = [], [], [], [], [], []
+    for (predictor,) in model._predictors:  # one predictor per boosting round (binary: one class)
+        nodes, offset = predictor.nodes, len(feature)
+        roots.append(offset)
+        leaf = nodes["is_leaf"].astype(bool)
+        index = {k: nodes[k].astype(np.int64) for k in ("feature_idx", "left", "right")}  # stored unsigned
+        feature.extend(np.where(leaf, -1, index["feature_idx"]).tolist())
+        threshold.extend(nodes["num_threshold"].tolist())
+        left.extend(np.where(leaf, -1, index["left"] + offset).tolist())
+        right.extend(np.where(leaf, -1, index["right"] + offset).tolist())
+        value.extend(np.where(leaf, nodes["value"], 0.0).tolist())
+    return TreeFusionModel(tuple(features), float(np.ravel(model._baseline_prediction)[0]), np.array(roots),
+                           np.array(feature), np.array(threshold), np.array(left), np.array(right),
+                           np.array(value), max_depth + 1), model
 
 
 def sweep(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap: int,

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion_features import BLOCK, FEATURES, LEXICAL
+from squeez_ray.infer.encoder_fusion_features import FEATURES, LEXICAL
 
 ENCODER_ONLY = ("enc_logit", "enc_rank", "enc_gap_to_max", "log_lines")
 SHAPE = ("blank", "line_len")
@@ -21,7 +21,9 @@ VARIANTS = {
     "encoder+lexical+block": FEATURES,
     "lexical-only": ("log_lines", *LEXICAL, "block_bm25_rel", "block_is_best", "block_exact", *SHAPE),
 }
-L2 = (0.1, 1.0, 10.0)
+# the combiners tried per feature set: logistic regression at two L2 strengths, gradient-boosted trees
+# (depth 3 and 2, 150 rounds); dev picks one per set, then the best set
+COMBINERS = (("logistic", 0.1), ("logistic", 1.0), ("trees", 3), ("trees", 2))
 
 
 def _rows(path: str, *, limit: int | None, max_lines: int | None, exclude: str | None) -> list[dict[str, Any]]:
@@ -82,19 +84,23 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
     results["encoder"] = {**fit.summarize(encoder_points, args.recall_target),
                           "at_own_default": _at_threshold(p_dev, y_dev, bridge, _own_threshold(settings))}
     models = {}
-    for name, features in VARIANTS.items():
-        best = None
-        for l2 in L2:
-            model = fit.fit_logistic(x_train, y_train, features, l2=l2)
-            fused = [model.probabilities(x) for x in x_dev]
-            summary = fit.summarize(fit.sweep(fused, y_dev, bridge), args.recall_target)
-            key = _selection_key(summary)
-            if best is None or key > best[0]:
-                best = (key, l2, model, summary, fused)
-        _, l2, model, summary, fused = best
-        models[name] = (model, fused)
-        results[name] = {**summary, "l2": l2, "weights": dict(zip(model.features, np.round(model.weights, 3).tolist()))}
-    winner = max(VARIANTS, key=lambda n: _selection_key(results[n]))
+    for set_name, features in VARIANTS.items():
+        for kind in ("logistic", "trees"):
+            name, best = f"{set_name} ({kind})", None
+            for setting in [value for k, value in COMBINERS if k == kind]:
+                model = (fit.fit_logistic(x_train, y_train, features, l2=setting) if kind == "logistic"
+                         else fit.fit_trees(x_train, y_train, features, max_depth=setting)[0])
+                fused = [model.probabilities(x) for x in x_dev]
+                summary = fit.summarize(fit.sweep(fused, y_dev, bridge), args.recall_target)
+                key = _selection_key(summary)
+                if best is None or key > best[0]:
+                    best = (key, setting, model, summary, fused)
+            _, setting, model, summary, fused = best
+            models[name] = (model, fused)
+            results[name] = {**summary, ("l2" if kind == "logistic" else "max_depth"): setting}
+            if kind == "logistic":
+                results[name]["weights"] = dict(zip(model.features, np.round(model.weights, 3).tolist()))
+    winner = max(models, key=lambda n: _selection_key(results[n]))
     report = {"train_examples": len(used_train), "dev_examples": len(used_dev),
               "dev_lines": int(sum(len(y) for y in y_dev)), "recall_target": args.recall_target,
               "winner": winner, "variants": results}
@@ -152,7 +158,10 @@ def write_fused_model(model_dir: Path, out: Path, model, fused_dev, y_dev, bridg
     from squeez_ray.infer.encoder_fusion_features import FEATURES_VERSION
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG
     from squeez_ray.train import encoder_fusion_fit as fit
-    from squeez_ray.train.encoder_operating_curve import operating_curve, recall_first_target
+    from squeez_ray.train.encoder_operating_curve import (
+        operating_curve,
+        recall_first_target,
+    )
 
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))

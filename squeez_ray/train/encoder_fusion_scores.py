@@ -8,8 +8,8 @@ read back as ``{instance_id: scores}``. The cache lives under ``runs/`` (git-ign
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
 
 import numpy as np
 

@@ -7,7 +7,13 @@ import numpy as np
 import pytest
 
 from squeez_ray.infer.encoder_blocks import block_ids
-from squeez_ray.infer.encoder_fusion_features import FEATURES, line_features, subwords, symbols, terms
+from squeez_ray.infer.encoder_fusion_features import (
+    FEATURES,
+    line_features,
+    subwords,
+    symbols,
+    terms,
+)
 
 
 def col(features: np.ndarray, name: str) -> np.ndarray:
@@ -53,7 +59,7 @@ def test_the_block_the_query_names_is_the_best_block_among_look_alikes():
     lines = pytest_log(names)
     features = line_features("why does test_case_7 fail", lines, np.full(len(lines), 0.5))
     best = col(features, "block_is_best")
-    named = [i for i, line in enumerate(lines) if "test_case_7 " in line][0]
+    named = next(i for i, line in enumerate(lines) if "test_case_7 " in line)
     assert set(np.flatnonzero(best)) == set(range(named, named + 5))
     assert col(features, "any_exact")[named] == 1 and col(features, "any_exact").sum() == 1
     assert col(features, "block_exact")[named + 3] == 1
