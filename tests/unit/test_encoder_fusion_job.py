@@ -17,7 +17,7 @@ def _rows(prefix: str, n: int) -> list[dict]:
     rows = []
     for i in range(n):
         names = [f"test_item_{k}" for k in range(6)]
-        lines = sum([[f"____ {name} ____", f"E   assert {k} == {k + 1}", ""] for k, name in enumerate(names)], [])
+        lines = [line for k, name in enumerate(names) for line in (f"____ {name} ____", f"E   assert {k} == {k + 1}", "")]
         target = i % 6
         rows.append({"instance_id": f"{prefix}{i}", "query": f"why does test_item_{target} fail",
                      "tool_output": "\n".join(lines),
