@@ -60,8 +60,17 @@ def fit_logistic(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: S
     return FusionModel(tuple(features), mean, scale, beta[:-1], float(beta[-1]))
 
 
+# ``monotone=True``: more evidence never lowers a line's score (the trees rise with the encoder's score and
+# every lexical and block match, and fall with the line's rank). Measured on dev (docs/ENCODER.md, "Fusion"):
+# about as good as unconstrained trees, not adopted as the default for lack of time to re-measure it.
+INCREASING = ("enc_logit", "enc_gap_to_max", "overlap", "bm25_rel", "bm25_log", "exact_hits", "any_exact",
+              "block_bm25_rel", "block_is_best", "block_exact", "block_enc_max", "block_enc_gap", "neighbour_enc_max")
+DECREASING = ("enc_rank",)
+
+
 def fit_trees(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: Sequence[str], *,
-              max_depth: int = 3, trees: int = 150, learning_rate: float = 0.1, l2: float = 1.0):
+              max_depth: int = 3, trees: int = 150, learning_rate: float = 0.1, l2: float = 1.0,
+              monotone: bool = False):
     """A small gradient-boosted tree ensemble (scikit-learn's histogram GBM; a training-time dependency
     only) exported to the plain arrays ``TreeFusionModel`` walks with numpy. Same example weighting."""
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -72,8 +81,10 @@ def fit_trees(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: Sequ
     x = np.concatenate([m[:, columns] for m in xs])
     y = np.concatenate(ys).astype(int)
     w = np.concatenate([np.full(len(m), len(xs) / max(len(m), 1) / sum(len(v) > 0 for v in xs)) for m in xs])
+    constraints = [1 if f in INCREASING else -1 if f in DECREASING else 0 for f in features] if monotone else None
     model = HistGradientBoostingClassifier(max_depth=max_depth, max_iter=trees, learning_rate=learning_rate,
-                                           l2_regularization=l2, early_stopping=False, random_state=0)
+                                           l2_regularization=l2, early_stopping=False, random_state=0,
+                                           monotonic_cst=constraints)
     model.fit(x, y, sample_weight=w)
     roots, feature, threshold, left, right, value = [], [], [], [], [], []
     for (predictor,) in model._predictors:  # one predictor per boosting round (binary: one class)
