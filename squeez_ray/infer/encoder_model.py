@@ -37,6 +37,10 @@ class EncoderSettings:
     # needs recall more than precision, so the shipped model answers at a recall target, not best F1.
     operating_points: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     default_recall_target: float | None = None
+    # The learned fusion applied after encoder scoring ({"file": "fusion.json", "version", "features", ...};
+    # empty: none, the encoder's probabilities are the scores). Thresholds and curves above are then the
+    # fused scores' (``infer/encoder_fusion.py``).
+    fusion: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

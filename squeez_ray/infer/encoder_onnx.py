@@ -15,6 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
+from squeez_ray.infer.encoder_fusion import fuse_all, load_fusion
 from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
 from squeez_ray.infer.encoder_scoring import Forward, score_windows
 from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
@@ -95,6 +96,7 @@ class OnnxEncoderPruner(ScoringPruner):
                  recall_target: float | None = None, max_kept_lines: int | None = None):
         self.session, self.tokenizer, self.settings = load_onnx_encoder(model_dir, dtype=dtype, threads=threads)
         self._forward = onnx_forward(self.session)
+        self.fusion = load_fusion(model_dir, self.settings.fusion)  # None for a model without one
         self.variant = "int8" if onnx_file(Path(model_dir), dtype).name == ONNX_INT8 else "fp32"
         self.choose_operating_point(self.variant, threshold=threshold, recall_target=recall_target,
                                     max_kept_lines=max_kept_lines)
@@ -102,6 +104,10 @@ class OnnxEncoderPruner(ScoringPruner):
         self.tokens_per_batch = ONE_WINDOW if self.variant == "int8" or not tokens_per_batch else tokens_per_batch
         self.name = name or f"encoder:{Path(model_dir).name}"
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        """The encoder's own keep-probabilities, before any fusion."""
         return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
                              tokens_per_batch=self.tokens_per_batch)
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))

@@ -32,7 +32,10 @@ class EncoderPruner(ScoringPruner):
 
         if threads:
             torch.set_num_threads(threads)
+        from squeez_ray.infer.encoder_fusion import load_fusion
+
         self.model, self.tokenizer, self.settings = load_scorer(model_dir)
+        self.fusion = load_fusion(model_dir, self.settings.fusion)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.model.to(self.device).eval()
         # bf16 uses the CPU's matrix units where present; "float32" turns it off.
@@ -44,10 +47,11 @@ class EncoderPruner(ScoringPruner):
         self.name = f"encoder:{Path(model_dir).name}"
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        from squeez_ray.infer.encoder_fusion import fuse_all
         from squeez_ray.infer.encoder_scoring import score_lines
 
-        return score_lines(self.model, self.tokenizer, self.settings.window, pairs,
-                           tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
+        return fuse_all(self.fusion, pairs, score_lines(self.model, self.tokenizer, self.settings.window, pairs,
+                                                        tokens_per_batch=self.tokens_per_batch, dtype=self.dtype))
 
 
 def resolve_model_dir(model: str | None) -> Path:

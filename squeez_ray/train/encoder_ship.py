@@ -96,9 +96,14 @@ def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any
     onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    for name in (onnx_name, TOKENIZER_FILE, ENCODER_CONFIG):
+    from squeez_ray.infer.encoder_fusion import FUSION_FILE
+
+    names = [onnx_name, TOKENIZER_FILE, ENCODER_CONFIG]
+    if json.loads((export_dir / ENCODER_CONFIG).read_text()).get("fusion"):  # the learned fusion ships beside it
+        names.append(FUSION_FILE)
+    for name in names:
         shutil.copy2(export_dir / name, staging / name)
-    card = {**card, "files": sorted([onnx_name, TOKENIZER_FILE, ENCODER_CONFIG, CARD_FILE])}
+    card = {**card, "files": sorted([*names, CARD_FILE])}
     (staging / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
     if target.exists():
         shutil.rmtree(target)

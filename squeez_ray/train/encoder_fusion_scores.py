@@ -1,0 +1,56 @@
+"""The encoder's per-line scores over a labelled split, computed once and cached for fusion training.
+
+Fitting the fusion combiner (``encoder_fusion_fit``) tries many feature sets and thresholds; all of them
+start from the same encoder scores, which take minutes per thousand examples on a laptop CPU. So they are
+computed once, in chunks that are each written atomically (a killed run resumes at the next chunk), and
+read back as ``{instance_id: scores}``. The cache lives under ``runs/`` (git-ignored).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from squeez_ray.io_utils import atomic_path
+
+CHUNK = 25  # examples per cache file: a killed run loses at most this many examples' work
+
+
+def chunk_path(cache_dir: Path, index: int) -> Path:
+    return cache_dir / f"scores-{index:05d}.npz"
+
+
+def score_to_cache(score: Callable[[Sequence[tuple[str, str]]], list[np.ndarray]],
+                   rows: Sequence[tuple[str, str, str]], cache_dir: str | Path, *, chunk: int = CHUNK,
+                   on_chunk: Callable[[int, int], None] | None = None) -> int:
+    """Score ``rows`` ((instance_id, query, tool_output), in a fixed order) into ``cache_dir``, skipping
+    chunks already there; returns how many chunks were scored now."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    done = 0
+    for index, start in enumerate(range(0, len(rows), chunk)):
+        path = chunk_path(cache_dir, index)
+        if path.is_file():
+            continue
+        part = rows[start:start + chunk]
+        scores = score([(query, output) for _, query, output in part])
+        with atomic_path(path) as tmp, open(tmp, "wb") as handle:
+            np.savez(handle, ids=np.array([i for i, _, _ in part]),
+                     **{f"s{k}": s.astype(np.float32) for k, s in enumerate(scores)})
+        done += 1
+        if on_chunk:
+            on_chunk(index, start + len(part))
+    return done
+
+
+def read_cache(cache_dirs: Iterable[str | Path]) -> dict[str, np.ndarray]:
+    """Every cached example's scores, ``{instance_id: per-line keep-probabilities}``."""
+    out: dict[str, np.ndarray] = {}
+    for cache_dir in cache_dirs:
+        for path in sorted(Path(cache_dir).glob("scores-*.npz")):
+            with np.load(path) as data:
+                for k, instance_id in enumerate(data["ids"]):
+                    out[str(instance_id)] = data[f"s{k}"]
+    return out

@@ -1,0 +1,61 @@
+"""jobs/fit_fusion.py end to end on a few short rows: encoder scores cached once, variants compared on
+dev, and a fused model directory the runtime loads (fusion.json named in squeez_encoder.json, a dev
+curve of the fused scores)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _rows(prefix: str, n: int) -> list[dict]:
+    rows = []
+    for i in range(n):
+        names = [f"test_item_{k}" for k in range(6)]
+        lines = [line for k, name in enumerate(names) for line in (f"____ {name} ____", f"E   assert {k} == {k + 1}", "")]
+        target = i % 6
+        rows.append({"instance_id": f"{prefix}{i}", "query": f"why does test_item_{target} fail",
+                     "tool_output": "\n".join(lines),
+                     "gold_spans": [{"start_line": 3 * target + 1, "end_line": 3 * target + 2}],
+                     "tool_type": "test_output"})
+    return rows
+
+
+def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_path):
+    sys.path.insert(0, str(REPO / "jobs"))
+    from fit_fusion import main
+
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+
+    pd.DataFrame(_rows("t", 12)).to_parquet(tmp_path / "train.parquet")
+    pd.DataFrame(_rows("d", 6)).to_parquet(tmp_path / "dev.parquet")
+    args = ["--train-data", str(tmp_path / "train.parquet"), "--dev-data", str(tmp_path / "dev.parquet"),
+            "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "fused"), "--report",
+            str(tmp_path / "report.json"), "--recall-target", "0.5", "--min-compression", "0.3", "--kinds", "logistic",
+            "--model", str(REPO / "tests" / "fixtures" / "no_such_model")]
+    assert main(args) == 2  # a missing model is a one-line error
+    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+
+    plain = tmp_path / "plain"
+    import shutil
+
+    shutil.copytree(DEFAULT_MODEL_DIR, plain)
+    config = json.loads((plain / "squeez_encoder.json").read_text())
+    config.pop("fusion", None)
+    (plain / "squeez_encoder.json").write_text(json.dumps(config))
+    args[-1] = str(plain)
+    assert main(args) == 0
+    assert len(list((tmp_path / "cache" / "dev").glob("scores-*.npz"))) == 1  # 6 rows: one chunk
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["dev_examples"] == 6 and report["train_examples"] == 12
+    assert {"encoder", "encoder+lexical+block (logistic)", "lexical-only (logistic)"} <= set(report["variants"])
+    written = json.loads((tmp_path / "fused" / "squeez_encoder.json").read_text())
+    assert written["fusion"]["variant"] == report["winner"] and written["operating_points"]["int8"]
+    pruner = OnnxEncoderPruner(tmp_path / "fused")
+    assert pruner.fusion is not None and pruner.fusion.features == tuple(written["fusion"]["features"])
+    assert main([*args[:-2], "--model", str(tmp_path / "fused")]) == 2  # refuses to fuse a fused model
