@@ -64,21 +64,22 @@ def base_url(ray_local):
     serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     small = {"ray_actor_options": {"num_cpus": 0.1}}
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": small,
+    pruner = {"pruner_deployment": small}  # each app's BM25 replica behind its API replica
+    serve.run(build_app({"backend": "bm25", "ingress_deployment": small, **pruner,
                          "limits": {"max_request_bytes": 100_000, "max_batch_items": 3}}),
               name="open", route_prefix="/", blocking=False)
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": {
+    serve.run(build_app({"backend": "bm25", **pruner, "ingress_deployment": {
         "ray_actor_options": {"num_cpus": 0.1, "runtime_env": {"env_vars": {"SQUEEZ_SERVE_TOKEN": TOKEN}}}}}),
         name="auth", route_prefix="/auth", blocking=False)
     # A budget no pruner meets on a 40,000-line output: the timeout path, deterministically.
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": small, "limits": {"request_timeout_s": 0.001}}),
+    serve.run(build_app({"backend": "bm25", "ingress_deployment": small, **pruner, "limits": {"request_timeout_s": 0.001}}),
               name="slow", route_prefix="/slow", blocking=False)
     # One request at a time and one queued: a burst overflows the API's own queue (Serve's proxy answers).
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": {
+    serve.run(build_app({"backend": "bm25", **pruner, "ingress_deployment": {
         "num_replicas": 1, "max_ongoing_requests": 1, "max_queued_requests": 1, "ray_actor_options": {"num_cpus": 0.1}}}),
         name="tight", route_prefix="/tight")
     # Two requests at a time and a 1 s body deadline: slow-body clients must not hold both slots.
-    serve.run(build_app({"backend": "bm25", "limits": {"body_timeout_s": 1}, "ingress_deployment": {
+    serve.run(build_app({"backend": "bm25", **pruner, "limits": {"body_timeout_s": 1}, "ingress_deployment": {
         "num_replicas": 1, "max_ongoing_requests": 2, "ray_actor_options": {"num_cpus": 0.1}}}),
         name="slowbody", route_prefix="/slowbody")
     yield f"http://127.0.0.1:{port}"
