@@ -178,6 +178,7 @@ def test_a_killed_pruner_replica_is_answered_fail_open_never_500(encoder_urls):
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
         killed_at.append(time.monotonic())
+        assert requests.get(f"{url}/healthz", timeout=60).status_code == 200  # the API replica is alive
         deadline = killed_at[0] + 120  # a bound on waiting, not a speed assertion
         # until a request sent after the kill is pruned again: Serve has replaced the replica
         while time.monotonic() < deadline and not any(
