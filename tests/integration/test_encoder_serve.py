@@ -63,12 +63,12 @@ def encoder_urls(ray_local, checkpoint):
     serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
-        serve.run(build_app(args), name="encoder", route_prefix="/encoder")
-        serve.run(build_app({"backend": "encoder", "model": str(checkpoint), "pruner": {"dtype": "float32"},
-                             "ingress_deployment": {"ray_actor_options": {"num_cpus": 0}},
-                             "pruner_deployment": {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.5}},
-                             "limits": {"request_timeout_s": 2}}),
-                  name="slow", route_prefix="/slow")
+        slow = {"backend": "encoder", "model": str(checkpoint), "pruner": {"dtype": "float32"},
+                "ingress_deployment": {"ray_actor_options": {"num_cpus": 0}},
+                "pruner_deployment": {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.5}},
+                "limits": {"request_timeout_s": 2}}
+        serve.run_many([serve.RunTarget(build_app(args), name="encoder", route_prefix="/encoder"),
+                        serve.RunTarget(build_app(slow), name="slow", route_prefix="/slow")])
         yield f"http://127.0.0.1:{port}"
     finally:
         # Shut Serve down, not just the apps: its proxy would keep this port, and the next module's
