@@ -10,6 +10,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from squeez_ray.infer.cancel import raise_if_cancelled
 from squeez_ray.infer.encoder_tokens import line_tokenizer
 from squeez_ray.infer.encoder_windows import Window, WindowSpec, build_windows, pad_windows_np
 
@@ -31,17 +32,20 @@ def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Seq
                   tokens_per_batch: int = 8192) -> list[np.ndarray]:
     """Per pair (query, tool_output): an array with one keep-probability per output line, the best
     over the windows that hold the line. Windows of all pairs are sorted by length and batched under
-    ``tokens_per_batch`` (rows x longest row), so padding stays small."""
+    ``tokens_per_batch`` (rows x longest row), so padding stays small. Raises ``Cancelled`` between
+    passes once the caller's cancel check says so (squeez_ray.infer.cancel)."""
     pad_id = line_tokenizer(tokenizer).pad_id
     scores: list[np.ndarray] = []
     jobs: list[tuple[int, Window]] = []
     for i, (query, output) in enumerate(pairs):
+        raise_if_cancelled()
         n_lines, windows = windows_for(tokenizer, query, output, spec)
         scores.append(np.zeros(n_lines, dtype=np.float32))
         jobs.extend((i, w) for w in windows)
     jobs.sort(key=lambda job: len(job[1].input_ids))
     start = 0
     while start < len(jobs):
+        raise_if_cancelled()  # a Serve caller that timed out stops its replica here, between passes
         end = start + 1
         while end < len(jobs) and (end - start + 1) * len(jobs[end][1].input_ids) <= tokens_per_batch:
             end += 1

@@ -15,9 +15,19 @@ from typing import Any
 from squeez_ray.serve.config import MODEL_BACKEND, load_app_config
 
 # API replica defaults; `ingress_deployment:` in args overrides any of them. The API replica is
-# async and light (routing, tokenising, mapping), so it takes many requests at once; the bound that
-# matters for overload is the model replicas' max_queued_requests (a full queue answers 503).
+# async and light (validation, limits, prompts and mapping, fail-open), so it takes many requests at
+# once; the bound that matters for overload is the pruner or model replicas' max_queued_requests
+# (a full queue answers 503 with Retry-After).
 INGRESS_DEFAULTS: dict[str, Any] = {"max_ongoing_requests": 64, "max_queued_requests": 128}
+# Local pruner replica defaults (backends other than vllm); `pruner_deployment:` overrides any of them.
+# max_ongoing_requests bounds what one replica gathers into a batch (local_batching.max_batch_size).
+PRUNER_DEFAULTS: dict[str, Any] = {"max_ongoing_requests": 8, "max_queued_requests": 32}
+
+
+def _with_replicas(options: dict[str, Any]) -> dict[str, Any]:
+    if "num_replicas" not in options and "autoscaling_config" not in options:
+        options["num_replicas"] = 1
+    return options
 
 
 def build_app(args: dict[str, Any] | None = None) -> Any:
@@ -25,9 +35,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
     from squeez_ray.serve.ingress import PruneIngress
 
     config = load_app_config(args)
-    options = {**INGRESS_DEFAULTS, **config.ingress_deployment}
-    if "num_replicas" not in options and "autoscaling_config" not in options:
-        options["num_replicas"] = 1
+    options = _with_replicas({**INGRESS_DEFAULTS, **config.ingress_deployment})
     # Rejections by the API's own queue come from Serve's proxy; give them a Retry-After too.
     options.setdefault("backpressure_config", {"retry_after_s": config.limits.retry_after_s})
     deployment = PruneIngress.options(name="squeez-api", **options)
@@ -36,4 +44,7 @@ def build_app(args: dict[str, Any] | None = None) -> Any:
 
         llm_server, model_card = build_model_deployment(config)
         return deployment.bind(config, llm_server, model_card)
-    return deployment.bind(config)
+    from squeez_ray.serve.local_pruning import PRUNER_DEPLOYMENT, LocalPruner
+
+    pruner_options = _with_replicas({**PRUNER_DEFAULTS, **config.pruner_deployment})
+    return deployment.bind(config, LocalPruner.options(name=PRUNER_DEPLOYMENT, **pruner_options).bind(config))

@@ -50,7 +50,7 @@ class Limits:
 
 @dataclass
 class LocalBatching:
-    """Serve request batching of the local backends (encoder, bm25, ...) in each API replica."""
+    """Serve request batching of the local backends (encoder, bm25, ...) in each pruner replica."""
 
     max_batch_size: int = 8  # concurrent requests scored in one pruner call; 1 turns batching off
     batch_wait_timeout_s: float = 0.005  # how long the first request waits for others to join
@@ -69,7 +69,7 @@ class ServeAppConfig:
     """Arguments of ``squeez_ray.serve.app:build_app`` (the ``args:`` of a Serve config)."""
 
     # "vllm": model replicas (ray.serve.llm LLMServer) + the pruning API; any other registry name (infer/registry.py)
-    # (bm25, first, encoder, ...) runs in the API replicas themselves, with no model deployment.
+    # (bm25, first, encoder, ...) runs in the local pruner replicas (pruner_deployment) behind the API.
     backend: str = MODEL_BACKEND
     model: str | None = None  # checkpoint directory; $SQUEEZ_SERVE_MODEL overrides it
     model_id: str = "squeez-pruner"  # the name on /v1/models, in "model" of answers and chat requests
@@ -84,6 +84,10 @@ class ServeAppConfig:
     # Serve options of the API (ingress) deployment: num_replicas / autoscaling_config,
     # max_ongoing_requests, max_queued_requests, ray_actor_options, backpressure_config.
     ingress_deployment: dict[str, Any] = field(default_factory=dict)
+    # Serve options of the local pruner deployment (every backend but vllm), which the API calls:
+    # num_replicas / autoscaling_config, max_ongoing_requests, max_queued_requests (beyond it: 503),
+    # ray_actor_options (its CPUs: the encoder scores here, not in the API replica).
+    pruner_deployment: dict[str, Any] = field(default_factory=dict)
     # BackendOptions fields for the pruner (system_prompt, max_new_tokens, chunk_overlap_lines,
     # fuzzy_threshold, keep_ratio, min_lines, ...); unknown names are errors.
     pruner: dict[str, Any] = field(default_factory=dict)
@@ -109,6 +113,9 @@ class ServeAppConfig:
         for key in self.pruner:
             if key not in allowed:
                 problems.append(f"pruner.{key}: unknown option (allowed: {', '.join(sorted(allowed))})")
+        if self.backend == MODEL_BACKEND and self.pruner_deployment:
+            problems.append(f"pruner_deployment: backend {MODEL_BACKEND!r} prunes in its model replicas; "
+                            "set their Serve options in model_deployment")
         for key in ("model", "served_model_name"):
             if key in self.engine_kwargs:
                 problems.append(f"engine_kwargs.{key}: set it with model / model_id, not in engine_kwargs")

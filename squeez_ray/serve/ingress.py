@@ -111,6 +111,20 @@ def _answer(result: PruneResult, latency_ms: float | None = None) -> dict[str, A
     return out
 
 
+def _failure_reason(error: Exception) -> str:
+    """The fail-open ``reason`` for a pruner call that raised: one line, no remote traceback."""
+    from ray.exceptions import RayActorError, RayTaskError
+    from ray.serve.exceptions import ReplicaUnavailableError
+
+    if isinstance(error, (RayActorError, ReplicaUnavailableError)):
+        # kill -9 or out of memory: Serve starts a new replica within seconds; until then, fail open.
+        return f"backend error: the pruner replica died or is unreachable ({type(error).__name__}); retry later"
+    if isinstance(error, RayTaskError) and error.cause is not None:  # the pruner's own error, unwrapped
+        error = error.cause
+    first_line = (str(error).strip().splitlines() or [""])[0]
+    return f"backend error: {type(error).__name__}: {first_line}"
+
+
 def _openai_router(model_id: str, llm_server: Any, model_card: Any) -> Any:
     """ray.serve.llm's OpenAI router object, used as a library (its methods, not its deployment)."""
     from ray.serve.llm.ingress import OpenAiIngress
@@ -123,9 +137,12 @@ def _openai_router(model_id: str, llm_server: Any, model_card: Any) -> Any:
 @serve.deployment
 @serve.ingress(app)
 class PruneIngress:
-    """The API replica: validates, bounds, and runs the pruner (locally, or through the model replicas)."""
+    """The API replica: validates, bounds, and calls the pruner replicas (the model's or the local
+    pruner's deployment), answering fail-open when they time out, fail or die."""
 
-    def __init__(self, config: ServeAppConfig, llm_server: Any = None, model_card: Any = None):
+    def __init__(self, config: ServeAppConfig, worker: Any, model_card: Any = None):
+        """``worker``: a handle to the replicas that prune (ray.serve.llm's LLMServer for the model
+        backend, else squeez_ray.serve.local_pruning.LocalPruner); ``model_card`` for the model's routes."""
         global _guard_settings
         self._config = config
         self._limits = config.limits
@@ -136,13 +153,13 @@ class PruneIngress:
         if config.backend == MODEL_BACKEND:
             from squeez_ray.serve.model_pruning import ModelPruning
 
-            self._pruning: Any = ModelPruning(config, llm_server)
-            self._openai = _openai_router(config.model_id, llm_server, model_card)
+            self._pruning: Any = ModelPruning(config, worker)
+            self._openai = _openai_router(config.model_id, worker, model_card)
             self._model_name = config.model_id
         else:
             from squeez_ray.serve.local_pruning import LocalPruning
 
-            self._pruning = LocalPruning(config)
+            self._pruning = LocalPruning(config, worker)
             self._openai = None
             self._model_name = None
         log.info("squeez API replica ready: backend=%s auth=%s", config.backend, "on" if token else "off")
@@ -163,8 +180,8 @@ class PruneIngress:
                     for r in requests]
         except Exception as error:  # the fail-open boundary: the agent gets its output, the log gets the error
             log.exception("pruning %d output(s) failed; answering unpruned", len(requests))
-            return [unpruned_result(r.tool_output, f"backend error: {type(error).__name__}: {error}",
-                                    model=self._pruning.name) for r in requests]
+            return [unpruned_result(r.tool_output, _failure_reason(error), model=self._pruning.name)
+                    for r in requests]
 
     @app.post("/v1/prune", response_model=PruneAnswer, responses=ERROR_RESPONSES,
               summary="Prune one tool output")
@@ -190,7 +207,7 @@ class PruneIngress:
     async def healthz(self) -> dict[str, Any]:
         stats = getattr(self._pruning, "batch_stats", None)
         return {"status": "ok", "backend": self._config.backend, "model": self._model_name,
-                "batching": stats() if stats else None}
+                "batching": await stats() if stats else None}
 
     @app.get("/v1/models", summary="OpenAI-compatible: the served model (model backends)")
     async def models(self) -> Any:

@@ -3,7 +3,7 @@ batching, against calling the same runtime directly (prints; asserts nothing).
 
     RAY_AUTH_MODE=disabled python tests/bench/bench_encoder_serve.py [--model DIR] [--requests 48]
 
-Starts its own local Ray (2 CPUs) and Serve on loopback, one API replica with one CPU and one
+Starts its own local Ray (2 CPUs) and Serve on loopback, one encoder replica with one CPU and one
 runtime thread (serve_configs/encoder_cpu.yaml's replica shape), and sends one output to prune per
 request (the public cases' outputs around ``--lines`` lines, cycled). Prints the machine's load:
 a shared machine skews every number here.
@@ -77,8 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         for max_batch in (8, 1):
             args_app = {"backend": "encoder", "pruner": {"engine_kwargs": {"threads": 1}},
                         "local_batching": {"max_batch_size": max_batch},
-                        "ingress_deployment": {"num_replicas": 1, "max_ongoing_requests": 16,
-                                               "ray_actor_options": {"num_cpus": 1}}}
+                        "ingress_deployment": {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0}},
+                        "pruner_deployment": {"num_replicas": 1, "max_ongoing_requests": 16,
+                                              "ray_actor_options": {"num_cpus": 1}}}
             if args.model:
                 args_app["model"] = str(Path(args.model).resolve())
             serve.run(build_app(args_app), name="bench", route_prefix="/")

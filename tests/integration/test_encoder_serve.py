@@ -45,66 +45,157 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_serve_config_runs_the_encoder_on_cpu_replicas(ray_local, checkpoint):
+@pytest.fixture(scope="module")
+def encoder_urls(ray_local, checkpoint):
+    """One Serve for the module: the checked-in encoder config (``/encoder``) and, at ``/slow``, the same
+    checkpoint with a 2 s request timeout and one pruner replica, for timeouts, cancellation and a kill."""
     import yaml
     from ray import serve
 
-    from squeez_ray.infer.registry import build_pruner
     from squeez_ray.serve.app import build_app
 
     # The checked-in config, pointed at the tiny checkpoint and shrunk to the test cluster.
     args = yaml.safe_load((REPO / "serve_configs" / "encoder_cpu.yaml").read_text())["applications"][0]["args"]
     args["model"] = str(checkpoint)
     args["pruner"]["dtype"] = "float32"
-    args["ingress_deployment"]["ray_actor_options"]["num_cpus"] = 0.5
+    args["pruner_deployment"]["ray_actor_options"]["num_cpus"] = 0.5
     port = _free_port()
     serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     try:
-        serve.run(build_app(args), name="encoder", route_prefix="/encoder")
-        url = f"http://127.0.0.1:{port}/encoder"
-        health = requests.get(f"{url}/healthz", timeout=60).json()
-        assert health["backend"] == "encoder"
-        answer = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG},
-                               timeout=120).json()
-        source = LOG.split("\n")
-        assert answer["pruned"] is True and 0 < answer["kept_lines"] < len(source)
-        assert answer["text"] == "\n".join(source[n - 1] for s, e in answer["spans"] for n in range(s, e + 1))
-        local = build_pruner("encoder", model=str(checkpoint), dtype="float32").prune("which test failed", LOG)
-        assert answer["spans"] == local.spans  # the service adds nothing to the encoder's decision
-        batch = requests.post(f"{url}/v1/prune/batch", timeout=120, json={
-            "items": [{"query": "which test failed", "tool_output": LOG}, {"query": "x", "tool_output": "a\nb"}]})
-        assert [r["total_lines"] for r in batch.json()["results"]] == [len(source), 2]
-
-        # Concurrent requests are gathered by @serve.batch into shared pruner calls, answers unchanged.
-        def one(i: int) -> dict:
-            return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
-                                                          "options": {"markers": i % 2 == 0}}, timeout=120).json()
-
-        with ThreadPoolExecutor(16) as pool:
-            answers = list(pool.map(one, range(32)))
-        assert all(a["spans"] == local.spans for a in answers)
-        # each request rendered with its own options, though scored in a shared call
-        assert [("lines omitted]" in a["text"]) for a in answers] == [i % 2 == 0 for i in range(32)]
-        # one call each: the single request, the /v1/prune/batch request (two items), the 32 concurrent ones
-        batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
-        assert batching["calls"] == 34 and batching["largest_batch"] > 1, batching
-        # Operating-point knobs per request: a kept-lines budget; a recall target this curve-less model
-        # cannot honour fails that request open (said why); an out-of-range one is the client's error.
-        def knob(**extra) -> requests.Response:
-            return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
-                                                          **extra}, timeout=120)
-
-        assert len(local.spans) > 0 and local.kept_lines > 1
-        capped = knob(max_kept_lines=1).json()
-        assert capped["pruned"] is True and capped["kept_lines"] == 1
-        no_curve = knob(recall_target=0.6).json()
-        assert no_curve["pruned"] is False and "operating curve" in no_curve["reason"]
-        assert knob(recall_target=1.5).status_code == 422
+        slow = {"backend": "encoder", "model": str(checkpoint), "pruner": {"dtype": "float32"},
+                "ingress_deployment": {"ray_actor_options": {"num_cpus": 0}},
+                "pruner_deployment": {"num_replicas": 1, "ray_actor_options": {"num_cpus": 0.5}},
+                "limits": {"request_timeout_s": 2}}
+        serve.run_many([serve.RunTarget(build_app(args), name="encoder", route_prefix="/encoder"),
+                        serve.RunTarget(build_app(slow), name="slow", route_prefix="/slow")])
+        yield f"http://127.0.0.1:{port}"
     finally:
-        # Shut Serve down, not just the app: its proxy would keep this port, and the next module's
+        # Shut Serve down, not just the apps: its proxy would keep this port, and the next module's
         # serve.start(port=...) would be ignored.
         serve.shutdown()
+
+
+def test_serve_config_runs_the_encoder_on_cpu_replicas(encoder_urls, checkpoint):
+    from squeez_ray.infer.registry import build_pruner
+
+    url = f"{encoder_urls}/encoder"
+    health = requests.get(f"{url}/healthz", timeout=60).json()
+    assert health["backend"] == "encoder"
+    answer = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG},
+                           timeout=120).json()
+    source = LOG.split("\n")
+    assert answer["pruned"] is True and 0 < answer["kept_lines"] < len(source)
+    assert answer["text"] == "\n".join(source[n - 1] for s, e in answer["spans"] for n in range(s, e + 1))
+    local = build_pruner("encoder", model=str(checkpoint), dtype="float32").prune("which test failed", LOG)
+    assert answer["spans"] == local.spans  # the service adds nothing to the encoder's decision
+    batch = requests.post(f"{url}/v1/prune/batch", timeout=120, json={
+        "items": [{"query": "which test failed", "tool_output": LOG}, {"query": "x", "tool_output": "a\nb"}]})
+    assert [r["total_lines"] for r in batch.json()["results"]] == [len(source), 2]
+
+    # Concurrent requests are gathered by @serve.batch into shared pruner calls, answers unchanged.
+    def one(i: int) -> dict:
+        return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
+                                                      "options": {"markers": i % 2 == 0}}, timeout=120).json()
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(one, range(32)))
+    assert all(a["spans"] == local.spans for a in answers)
+    # each request rendered with its own options, though scored in a shared call
+    assert [("lines omitted]" in a["text"]) for a in answers] == [i % 2 == 0 for i in range(32)]
+    # one call each: the single request, the /v1/prune/batch request (two items), the 32 concurrent ones
+    batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
+    assert batching["calls"] == 34 and batching["largest_batch"] > 1, batching
+    # Operating-point knobs per request: a kept-lines budget; a recall target this curve-less model
+    # cannot honour fails that request open (said why); an out-of-range one is the client's error.
+    def knob(**extra) -> requests.Response:
+        return requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG,
+                                                      **extra}, timeout=120)
+
+    assert len(local.spans) > 0 and local.kept_lines > 1
+    capped = knob(max_kept_lines=1).json()
+    assert capped["pruned"] is True and capped["kept_lines"] == 1
+    no_curve = knob(recall_target=0.6).json()
+    assert no_curve["pruned"] is False and "operating curve" in no_curve["reason"]
+    assert knob(recall_target=1.5).status_code == 422
+
+
+def test_a_timed_out_request_stops_its_replica_work(encoder_urls):
+    """A request that times out at the API (2 s here) is answered fail-open, and its call is cancelled
+    down to the scoring loop: the one pruner replica is free for the next request at once, instead of
+    scoring the 20,000 lines (~20 s on 2 cores) for nobody."""
+    url = f"{encoder_urls}/slow"
+    big = "\n".join(f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(20_000))
+    late = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": big}, timeout=120)
+    assert late.status_code == 200
+    assert late.json()["pruned"] is False and late.json()["reason"].startswith("timeout after 2s")
+    # Served by the replica (pruned) within the same 2 s budget: the big call is no longer in its way.
+    small = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG}, timeout=120)
+    assert small.json()["pruned"] is True, small.json()["reason"]
+    batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
+    assert batching["cancelled"] == 1 and batching["calls"] == 2, batching
+
+
+def _pruner_pids(app: str) -> list[int]:
+    """Process ids of the app's local pruner replicas (Serve names each replica's actor after it)."""
+    import os
+
+    import ray
+
+    actors = [ray.get_actor(a["name"], namespace=a["namespace"])
+              for a in ray.util.list_named_actors(all_namespaces=True)
+              if a["name"].startswith(f"SERVE_REPLICA::{app}#squeez-pruner#")]
+    return [ray.get(actor.__ray_call__.remote(lambda _replica: os.getpid()), timeout=60) for actor in actors]
+
+
+def test_a_killed_pruner_replica_is_answered_fail_open_never_500(encoder_urls):
+    """kill -9 of the pruner replica under load: the requests it held and those sent before Serve has
+    replaced it get the whole output (pruned=false, the reason) or a 503 with Retry-After, never a 500."""
+    import os
+    import signal
+    import threading
+    import time
+
+    url = f"{encoder_urls}/slow"
+    body = {"query": "which test failed", "tool_output": "\n".join([LOG] * 5)}
+    killed_at: list[float] = []
+    answers: list[tuple[float, requests.Response]] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        while not stop.is_set():
+            sent = time.monotonic()
+            answers.append((sent, requests.post(f"{url}/v1/prune", json=body, timeout=120)))
+
+    clients = [threading.Thread(target=client) for _ in range(8)]
+    for thread in clients:
+        thread.start()
+    try:
+        while len(answers) < 8:  # the replica is busy with the load before it is killed
+            time.sleep(0.1)
+        pids = _pruner_pids("slow")
+        assert pids
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        killed_at.append(time.monotonic())
+        assert requests.get(f"{url}/healthz", timeout=60).status_code == 200  # the API replica is alive
+        deadline = killed_at[0] + 120  # a bound on waiting, not a speed assertion
+        # until a request sent after the kill is pruned again: Serve has replaced the replica
+        while time.monotonic() < deadline and not any(
+                sent > killed_at[0] and r.status_code == 200 and r.json()["pruned"] for sent, r in list(answers)):
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        for thread in clients:
+            thread.join()
+    codes = [r.status_code for _, r in answers]
+    assert set(codes) <= {200, 503}, [r.text[:200] for r in (r for _, r in answers) if r.status_code not in (200, 503)]
+    assert all(int(r.headers["Retry-After"]) >= 1 for _, r in answers if r.status_code == 503)
+    unpruned = [r.json() for _, r in answers if r.status_code == 200 and not r.json()["pruned"]]
+    assert all(a["text"] == body["tool_output"] for a in unpruned)
+    assert any("replica died" in a["reason"] for a in unpruned), [a["reason"] for a in unpruned]
+    assert any(sent > killed_at[0] and r.status_code == 200 and r.json()["pruned"] for sent, r in answers), \
+        "the service did not recover after the pruner replica was killed"
 
 
 def test_reprune_job_with_the_encoder_backend(ray_local, checkpoint, trajectories_dir, tmp_path):

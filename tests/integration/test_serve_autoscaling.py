@@ -49,7 +49,8 @@ def test_api_scales_out_under_load_and_back_in_when_idle(ray_local):
                    "downscale_delay_s": 2, "metrics_interval_s": 0.5, "look_back_period_s": 1}
     serve.run(build_app({"backend": "bm25", "local_batching": {"max_batch_size": 1},
                          "ingress_deployment": {"autoscaling_config": autoscaling, "max_ongoing_requests": 8,
-                                                "ray_actor_options": {"num_cpus": 0.1}}}),
+                                                "ray_actor_options": {"num_cpus": 0.1}},
+                         "pruner_deployment": {"ray_actor_options": {"num_cpus": 0.1}}}),
               name=APP, route_prefix="/")
     stop = threading.Event()
     body = {"query": "which test failed",

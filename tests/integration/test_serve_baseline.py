@@ -64,23 +64,25 @@ def base_url(ray_local):
     serve.shutdown()  # a Serve left by another module would ignore these http_options
     serve.start(http_options={"host": "127.0.0.1", "port": port})
     small = {"ray_actor_options": {"num_cpus": 0.1}}
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": small,
-                         "limits": {"max_request_bytes": 100_000, "max_batch_items": 3}}),
-              name="open", route_prefix="/", blocking=False)
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": {
-        "ray_actor_options": {"num_cpus": 0.1, "runtime_env": {"env_vars": {"SQUEEZ_SERVE_TOKEN": TOKEN}}}}}),
-        name="auth", route_prefix="/auth", blocking=False)
-    # A budget no pruner meets on a 40,000-line output: the timeout path, deterministically.
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": small, "limits": {"request_timeout_s": 0.001}}),
-              name="slow", route_prefix="/slow", blocking=False)
-    # One request at a time and one queued: a burst overflows the API's own queue (Serve's proxy answers).
-    serve.run(build_app({"backend": "bm25", "ingress_deployment": {
-        "num_replicas": 1, "max_ongoing_requests": 1, "max_queued_requests": 1, "ray_actor_options": {"num_cpus": 0.1}}}),
-        name="tight", route_prefix="/tight")
-    # Two requests at a time and a 1 s body deadline: slow-body clients must not hold both slots.
-    serve.run(build_app({"backend": "bm25", "limits": {"body_timeout_s": 1}, "ingress_deployment": {
-        "num_replicas": 1, "max_ongoing_requests": 2, "ray_actor_options": {"num_cpus": 0.1}}}),
-        name="slowbody", route_prefix="/slowbody")
+    pruner = {"pruner_deployment": small}  # each app's BM25 replica behind its API replica
+    apps = {
+        "open": {"backend": "bm25", "ingress_deployment": small, **pruner,
+                 "limits": {"max_request_bytes": 100_000, "max_batch_items": 3}},
+        "auth": {"backend": "bm25", **pruner, "ingress_deployment": {
+            "ray_actor_options": {"num_cpus": 0.1, "runtime_env": {"env_vars": {"SQUEEZ_SERVE_TOKEN": TOKEN}}}}},
+        # A budget no pruner meets on a 40,000-line output: the timeout path, deterministically.
+        "slow": {"backend": "bm25", "ingress_deployment": small, **pruner, "limits": {"request_timeout_s": 0.001}},
+        # One request at a time and one queued: a burst overflows the API's own queue (Serve's proxy answers).
+        "tight": {"backend": "bm25", **pruner, "ingress_deployment": {
+            "num_replicas": 1, "max_ongoing_requests": 1, "max_queued_requests": 1,
+            "ray_actor_options": {"num_cpus": 0.1}}},
+        # Two requests at a time and a 1 s body deadline: slow-body clients must not hold both slots.
+        "slowbody": {"backend": "bm25", **pruner, "limits": {"body_timeout_s": 1}, "ingress_deployment": {
+            "num_replicas": 1, "max_ongoing_requests": 2, "ray_actor_options": {"num_cpus": 0.1}}},
+    }
+    # All at once: their ten replicas start side by side instead of one app after another.
+    serve.run_many([serve.RunTarget(build_app(args), name=name, route_prefix="/" if name == "open" else f"/{name}")
+                    for name, args in apps.items()])
     yield f"http://127.0.0.1:{port}"
     for name in ("open", "auth", "slow", "tight", "slowbody"):
         serve.delete(name)

@@ -110,3 +110,34 @@ def test_encoder_loads_without_the_unused_pooler(tiny_encoder, tiny_qwen3_dir):
     assert _load_encoder(AutoModel, tiny_encoder).pooler is None
     # ...and an architecture without that option still loads
     assert type(_load_encoder(AutoModel, tiny_qwen3_dir)).__name__ == "Qwen3Model"
+
+
+def test_scoring_stops_between_passes_once_its_caller_has_gone(tiny_encoder):
+    """What a Serve pruner replica relies on when a request times out: the check set around the call
+    reaches the scoring loop in asyncio.to_thread's worker thread, which stops after the current pass."""
+    import asyncio
+
+    from squeez_ray.infer.cancel import Cancelled, cancel_when
+    from squeez_ray.infer.encoder_scoring import score_windows
+
+    _, tokenizer, _ = load_scorer(tiny_encoder)
+    spec = WindowSpec(max_length=64, overlap_lines=3)
+    long_output = "\n".join(f"line {i} value_{i}" for i in range(300))
+    passes: list[int] = []
+
+    def forward(ids, mask, types, owner, n_lines):
+        passes.append(len(ids))
+        return np.ones((len(ids), n_lines), dtype=np.float32)
+
+    score_windows(forward, tokenizer, spec, [("q", long_output)], tokens_per_batch=64)
+    assert len(passes) >= 3  # uncancelled: one pass per window
+    passes.clear()
+
+    async def gone_after_one_pass():
+        with cancel_when(lambda: len(passes) >= 1):
+            return await asyncio.to_thread(score_windows, forward, tokenizer, spec, [("q", long_output)],
+                                           tokens_per_batch=64)
+
+    with pytest.raises(Cancelled):
+        asyncio.run(gone_after_one_pass())
+    assert len(passes) == 1

@@ -65,6 +65,9 @@ def test_model_backend_needs_a_model_and_the_env_var_supplies_it(monkeypatch):
     assert config.resolved_model() == "/models/x"  # the variable wins over args.model
     with pytest.raises(ConfigError, match="engine_kwargs.model: set it with model"):
         load_app_config({"backend": "vllm", "engine_kwargs": {"model": "/m"}})
+    # The model backend's pruning replicas are the model's: their options go in model_deployment.
+    with pytest.raises(ConfigError, match="pruner_deployment: backend 'vllm' prunes in its model replicas"):
+        load_app_config({"backend": "vllm", "pruner_deployment": {"num_replicas": 2}})
 
 
 # -- bodies -----------------------------------------------------------------------------------
