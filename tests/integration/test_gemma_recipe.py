@@ -38,9 +38,12 @@ CASES = [
 ]
 
 
+N_TRAIN = 2  # examples trained on (x2 repeats, 2 per step): each step is ~500 tokens on 2 cores
+
+
 def _rows() -> list[dict]:
     return [{"instance_id": f"fixed-{i}", "query": q, "tool_output": out, "split": "train",
-             "gold_spans": [{"start_line": a, "end_line": b}]} for i, (q, out, (a, b)) in enumerate(CASES)]
+             "gold_spans": [{"start_line": a, "end_line": b}]} for i, (q, out, (a, b)) in enumerate(CASES[:N_TRAIN])]
 
 
 def _answer_loss(model, tokenizer, rows, prefix: str) -> float:
@@ -71,8 +74,9 @@ def trained(gemma_270m_dir, tmp_path_factory):
 
     run = tmp_path_factory.mktemp("gemma-lora")
     config = load_config(TrainConfig, CONFIG, [
-        f"model.base={gemma_270m_dir}", "train.max_steps=6", "train.learning_rate=0.001", "train.warmup_ratio=0",
-        "train.lr_scheduler=constant", "train.logging_steps=1", "data.repeat=2", f"run.storage_path={run}",
+        f"model.base={gemma_270m_dir}", "train.max_steps=4", "train.learning_rate=0.001", "train.warmup_ratio=0",
+        "train.lr_scheduler=constant", "train.logging_steps=1", "data.repeat=2", "train.per_device_batch_size=2",
+        f"run.storage_path={run}",
         "run.name=fixed"])
     outcome = train_in_process(config, run, rows=_rows())
     assert outcome["checkpoints"], outcome
@@ -83,7 +87,7 @@ def _base(gemma_270m_dir):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    model = AutoModelForCausalLM.from_pretrained(gemma_270m_dir, dtype=torch.bfloat16).eval()
+    model = AutoModelForCausalLM.from_pretrained(gemma_270m_dir, dtype=torch.float32).eval()
     return model, AutoTokenizer.from_pretrained(gemma_270m_dir)
 
 
@@ -94,7 +98,7 @@ def test_a_few_lora_steps_lower_the_answer_loss(gemma_270m_dir, trained):
     before = _answer_loss(model, tokenizer, _rows(), "<bos>")
     tuned = PeftModel.from_pretrained(model, trained["checkpoint"]).eval()
     after = _answer_loss(tuned, tokenizer, _rows(), "<bos>")
-    print(f"answer loss on the fixed set: base {before:.3f} -> after 6 LoRA steps {after:.3f}")
+    print(f"answer loss on the fixed set: base {before:.3f} -> after 4 LoRA steps {after:.3f}")
     assert after < 0.7 * before, (before, after)
     losses = [r["loss"] for r in trained["reports"] if "loss" in r]
     assert all(loss == loss for loss in losses) and losses[-1] < losses[0], losses
@@ -139,13 +143,13 @@ def test_the_merged_checkpoint_answers_as_the_adapter(gemma_270m_dir, trained):
     assert manifest["model_family"] == "gemma"
     model, tokenizer = _base(gemma_270m_dir)
     adapter = PeftModel.from_pretrained(model, trained["checkpoint"]).eval()
-    merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.bfloat16).eval()
+    merged = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
 
     def greedy(m, query, output):
         ids = tokenizer(GEMMA.render_prompt(query, output), add_special_tokens=False, return_tensors="pt")
         with torch.no_grad():
-            new = m.generate(**ids, max_new_tokens=24, do_sample=False)[0, ids["input_ids"].shape[1]:]
+            new = m.generate(**ids, max_new_tokens=16, do_sample=False)[0, ids["input_ids"].shape[1]:]
         return tokenizer.decode(new)
 
-    for query, output, _ in CASES[:3]:
+    for query, output, _ in CASES[:2]:
         assert greedy(merged, query, output) == greedy(adapter, query, output)
