@@ -99,7 +99,9 @@ def test_a_few_lora_steps_lower_the_answer_loss(gemma_270m_dir, trained):
     tuned = PeftModel.from_pretrained(model, trained["checkpoint"]).eval()
     after = _answer_loss(tuned, tokenizer, _rows(), "<bos>")
     print(f"answer loss on the fixed set: base {before:.3f} -> after 4 LoRA steps {after:.3f}")
-    assert after < 0.7 * before, (before, after)
+    # measured: 0.68 -> 0.38..0.46 (before the adapter init was seeded); with the loss on the prompt
+    # instead of the answer (a broken mask) 0.68 -> 0.59
+    assert after < 0.8 * before, (before, after)
     losses = [r["loss"] for r in trained["reports"] if "loss" in r]
     assert all(loss == loss for loss in losses) and losses[-1] < losses[0], losses
 
@@ -153,3 +155,17 @@ def test_the_merged_checkpoint_answers_as_the_adapter(gemma_270m_dir, trained):
 
     for query, output, _ in CASES[:2]:
         assert greedy(merged, query, output) == greedy(adapter, query, output)
+    # Greedy text can agree by luck (a few steps move the answers little): the logits on a prompt +
+    # answer must match the adapter's far more closely than the base's, or the merge dropped the adapter.
+    query, output, (a, b) = CASES[0]
+    text = GEMMA.render_prompt(query, output) + render_target(output.split("\n")[a - 1:b]) + IM_END
+    ids = tokenizer(text, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    with torch.no_grad():
+        logits = {name: m(input_ids=ids).logits for name, m in
+                  (("merged", merged), ("adapter", adapter))}
+        with adapter.disable_adapter():
+            logits["base"] = adapter(input_ids=ids).logits
+    merge_error = (logits["merged"] - logits["adapter"]).abs().max().item()
+    adapter_shift = (logits["base"] - logits["adapter"]).abs().max().item()
+    print(f"max logit difference: merged vs adapter {merge_error:.2e}, base vs adapter {adapter_shift:.2e}")
+    assert merge_error < 0.05 * adapter_shift, (merge_error, adapter_shift)
