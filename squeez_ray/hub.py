@@ -6,7 +6,8 @@ the re-prune job, the training ``base``) calls ``resolve_model``, so a hub id me
 everywhere and an unreachable hub fails the same way: one line naming the cache folder and
 ``HF_HUB_OFFLINE``. The cache is looked up first, so a cached model never touches the network.
 Environment is read at call time (``HF_HUB_CACHE``, ``HF_HOME``, ``HF_HUB_OFFLINE``), not at import,
-so a job that sets them before its first model load is obeyed.
+so a job that sets them before its first model load is obeyed. Aliases of base models that registry
+packages ship (``gemma-3-270m``, ``squeez_ray.base_models``) resolve to their cached directory.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def resolve_model(ref: str, *, what: str = "model") -> str:
     path = Path(ref).expanduser()
     if path.is_dir():
         return str(path)
+    from squeez_ray.base_models import is_packaged, materialize
+
+    if is_packaged(ref):  # a base model a registry package ships (gemma-3-270m): converted once, cached
+        return str(materialize(ref))
     match = _HUB_ID.match(ref)
     if path.exists() or match is None or ref.startswith((".", "/", "~")) or _local_parent(ref):
         raise ModelNotFoundError(f"{what} {ref!r}: no such checkpoint directory (and not a hub id like Org/name)")

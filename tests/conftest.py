@@ -105,3 +105,15 @@ def golden_rows() -> list[dict]:
     import json
 
     return [json.loads(line) for line in GOLDEN_PROMPTS.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def gemma_270m_dir() -> Path:
+    """Gemma 3 270M (the registry package's GGUF), converted once into the model cache
+    ($SQUEEZ_MODEL_CACHE or ~/.cache/squeez/models) and reused by every later session (~1.5 min first)."""
+    from squeez_ray.base_models import BaseModelError, materialize
+
+    try:
+        return materialize("gemma-3-270m")
+    except BaseModelError as error:
+        pytest.fail(str(error))

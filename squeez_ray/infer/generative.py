@@ -22,7 +22,8 @@ from typing import Any, Sequence
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptions, make_result
 from squeez_ray.infer.chunking import Chunk, split_into_chunks
 from squeez_ray.infer.mapping import map_lines_to_spans
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, check_prompt_format, parse_target, render_prompt
+from squeez_ray.model_family import family_of
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, check_prompt_format, parse_target
 from squeez_ray.spans import spans_from_line_numbers, split_lines
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,9 @@ class ChunkJob:
     request_index: int  # which request of the batch this chunk belongs to
     first_line: int  # 1-based source line of lines[0]
     lines: tuple[str, ...]  # the lines shown to the model (what the reply is mapped against)
-    prompt: str  # the rendered prompt, byte for byte the released layout (squeez_ray.prompt)
+    prompt: str  # the rendered prompt: the released layout (squeez_ray.prompt) after the family's prefix
     max_new_tokens: int
+    stop: tuple[str, ...] = ()  # the model family's stop strings (empty: its eos ids end the answer)
 
 
 @dataclass
@@ -164,6 +166,8 @@ class GenerativePruner(Pruner):
             raise ValueError(f"max_new_tokens={limit} is too small: need at least "
                              f"{ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS} tokens for one answer")
         self.system_prompt = resolve_system_prompt(options.system_prompt, model_dir)
+        # <bos> and stop strings by the checkpoint's family (model_family.py); Qwen adds nothing.
+        self.family = family_of(model_dir)
 
     _name: str | None = None
 
@@ -195,7 +199,7 @@ class GenerativePruner(Pruner):
         return max(ANSWER_MARGIN_TOKENS, min(4096, self.context_tokens // 4))
 
     def _render(self, query: str, text: str) -> str:
-        return render_prompt(query, text, self.system_prompt)
+        return self.family.render_prompt(query, text, self.system_prompt)
 
     # -- the two pure steps -------------------------------------------------------------------
     def prepare(self, requests: Sequence[PruneRequest]) -> PreparedBatch:
@@ -242,7 +246,7 @@ class GenerativePruner(Pruner):
             parts = [Chunk(chunk.first_line, chunk.lines[:half]), Chunk(chunk.first_line + half, chunk.lines[half:])]
             return [job for part in parts
                     for job in self._fit(index, query, part, self.engine.count_tokens(part.text), context, cap)]
-        return [ChunkJob(index, chunk.first_line, chunk.lines, prompt, max_new)]
+        return [ChunkJob(index, chunk.first_line, chunk.lines, prompt, max_new, self.family.stop)]
 
     def assemble(self, prepared: PreparedBatch, generations: Sequence[Generation],
                  render_options: RenderOptions = RenderOptions()) -> list[PruneResult]:

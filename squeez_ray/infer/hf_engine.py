@@ -42,9 +42,11 @@ class TransformersEngine(Engine):
             batch = self.tokenizer([jobs[i].prompt for i in batch_ids], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(self.device)
             limit = max(jobs[i].max_new_tokens for i in batch_ids)
+            stop_strings = sorted({s for i in batch_ids for s in jobs[i].stop})
+            extra = {"stop_strings": stop_strings, "tokenizer": self.tokenizer} if stop_strings else {}
             with torch.inference_mode():
                 out = self.model.generate(**batch, max_new_tokens=limit, do_sample=False,
-                                          pad_token_id=self.tokenizer.pad_token_id)
+                                          pad_token_id=self.tokenizer.pad_token_id, **extra)
             width = batch["input_ids"].shape[1]
             stops = set(_eos_ids(self.model, self.tokenizer))
             for row, i in enumerate(batch_ids):
@@ -54,12 +56,18 @@ class TransformersEngine(Engine):
                     kept.append(token)
                     if token in stops:
                         break
-                text = self.tokenizer.decode(kept, skip_special_tokens=True)
+                text = _cut_at_stop(self.tokenizer.decode(kept, skip_special_tokens=True), jobs[i].stop)
                 results[i] = Generation(text, int(batch["attention_mask"][row].sum()), len(kept))
         return results  # type: ignore[return-value]
 
     def close(self) -> None:
         self.model = None
+
+
+def _cut_at_stop(text: str, stop: Sequence[str]) -> str:
+    """Drop the first stop string and what follows (as vLLM does); a batch row may run past its own stop."""
+    cuts = [text.find(s) for s in stop if s in text]
+    return text[:min(cuts)] if cuts else text
 
 
 def _eos_ids(model: Any, tokenizer: Any) -> list[int]:

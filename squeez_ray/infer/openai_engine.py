@@ -105,9 +105,10 @@ class OpenAIEngine(Engine):
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _one(self, job: ChunkJob) -> Generation:
+        stop = {"stop": list(job.stop)} if job.stop else {}  # the family's stop strings (Gemma: plain-text markers)
         response = self._with_retries(lambda: self.client.completions.create(
             model=self.model_name, prompt=job.prompt, max_tokens=job.max_new_tokens, temperature=0.0,
-            extra_body=self.extra_body or None))
+            extra_body=self.extra_body or None, **stop))
         text = response.choices[0].text or ""
         usage = response.usage
         return Generation(text, getattr(usage, "prompt_tokens", 0) or 0, getattr(usage, "completion_tokens", 0) or 0)

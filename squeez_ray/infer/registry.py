@@ -108,6 +108,8 @@ def add_backend_arguments(parser: Any) -> None:
     group.add_argument("--keep-ratio", type=float, help="share of lines the baselines keep (default 0.10)")
     group.add_argument("--seed", type=int, help="seed of the random baseline")
     group.add_argument("--device", help="torch device for transformers / encoder backends")
+    group.add_argument("--dtype", help="weights' dtype for vllm / transformers (float32 on CPUs without native "
+                       "bf16; default: the checkpoint's)")
     group.add_argument("--threshold", type=float, help="encoder: decision threshold (default: calibrated)")
     group.add_argument("--recall-target", type=float, help="encoder: operate at this dev recall, in (0, 1] "
                        "(higher keeps more lines; default: the model's own, see its model card)")

@@ -36,7 +36,8 @@ class VllmEngine(Engine):
         if not jobs:
             return []
         # Greedy: the pruner should answer the same way every time. One call for all chunks: vLLM batches.
-        params = [SamplingParams(temperature=0.0, max_tokens=job.max_new_tokens) for job in jobs]
+        params = [SamplingParams(temperature=0.0, max_tokens=job.max_new_tokens, stop=list(job.stop) or None)
+                  for job in jobs]
         # The prompt text already holds every special token (hand-built ChatML); a tokenizer that adds
         # a BOS by default would otherwise put a token in front that training never saw.
         outputs = self.llm.generate([job.prompt for job in jobs], params, use_tqdm=False,

@@ -63,7 +63,7 @@ class ModelClient:
         self._handle = handle.options(stream=True)
         self.model_id = model_id
 
-    async def complete(self, prompt: str, max_tokens: int) -> Any:
+    async def complete(self, prompt: str, max_tokens: int, stop: tuple[str, ...] = ()) -> Any:
         """One prompt -> the inference code's ``Generation`` (text and token counts)."""
         from ray.serve.llm.openai_api_models import CompletionRequest, ErrorResponse
 
@@ -71,7 +71,7 @@ class ModelClient:
 
         # add_special_tokens=False: the rendered prompt holds every special token already (as in training).
         request = CompletionRequest(model=self.model_id, prompt=prompt, max_tokens=max_tokens, temperature=0.0,
-                                    stream=False, add_special_tokens=False)
+                                    stream=False, add_special_tokens=False, stop=list(stop) or None)
         first = None
         async for item in self._handle.completions.remote(request, None):
             first = item

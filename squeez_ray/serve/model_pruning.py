@@ -74,4 +74,4 @@ class ModelPruning:
             raise
 
     async def _generate(self, job: Any) -> Any:
-        return await self._client.complete(job.prompt, job.max_new_tokens)
+        return await self._client.complete(job.prompt, job.max_new_tokens, job.stop)

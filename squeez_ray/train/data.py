@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from squeez_ray.errors import JobError
+from squeez_ray.model_family import family_of
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, END_OF_TURN, IM_END, IM_START, render_prompt, render_target
 from squeez_ray.spans import kept_text, line_numbers_of, split_lines
 
@@ -74,8 +75,12 @@ class Encoded:
 
 
 def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, overlong: str = "truncate",
-                   system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str = END_OF_TURN) -> Encoded:
+                   system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str = END_OF_TURN,
+                   prefix: str = "") -> Encoded:
     """Token ids of prompt + response and the prompt length (labels are -100 before it).
+
+    ``prefix`` and ``end_text`` come from the base's model family (``squeez_ray.model_family``): Gemma's
+    ``<bos>`` before the prompt, exactly as inference renders it; nothing for Qwen.
 
     Too long: ``overlong="drop"`` drops it; ``"truncate"`` shrinks the tool output to a window of
     whole lines that still holds every gold line (trailing lines first, then leading ones), found by
@@ -86,7 +91,7 @@ def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, 
 
     def prompt_ids(first: int, last: int) -> list[int]:  # 1-based inclusive window of output lines
         output = "\n".join(lines[first - 1:last])
-        return _ids(tokenizer, render_prompt(row["query"], output, system_prompt))
+        return _ids(tokenizer, prefix + render_prompt(row["query"], output, system_prompt))
 
     def fits(ids: list[int]) -> bool:
         return len(ids) + len(response) <= max_seq_length
@@ -162,7 +167,9 @@ class TokenizeBatch:
         from squeez_ray.train.model import load_tokenizer
 
         self.tokenizer = load_tokenizer(tokenizer_dir)  # the same fallbacks (pad, template) as the workers
-        warn_without_chatml_tokens(self.tokenizer, tokenizer_dir)
+        self.family = family_of(tokenizer_dir)  # <bos> and end-of-turn as inference will use them
+        if not self.family.stop:  # a family that stops on the marker text expects it split
+            warn_without_chatml_tokens(self.tokenizer, tokenizer_dir)
         self.max_seq_length, self.overlong, self.system_prompt = max_seq_length, overlong, system_prompt
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
@@ -174,7 +181,8 @@ class TokenizeBatch:
         for i in range(len(batch["query"])):
             row = {k: batch[k][i] for k in keys}
             enc = encode_example(self.tokenizer, row, max_seq_length=self.max_seq_length, overlong=self.overlong,
-                                 system_prompt=self.system_prompt)
+                                 system_prompt=self.system_prompt, end_text=self.family.end_of_turn,
+                                 prefix=self.family.prefix)
             out["instance_id"].append(str(row["instance_id"]))
             out["input_ids"].append(np.asarray(enc.input_ids, dtype=np.int32))
             out["prompt_len"].append(enc.prompt_len)

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from squeez_ray.prompt import parse_target, render_prompt
+from squeez_ray.model_family import family_of_config
+from squeez_ray.prompt import parse_target
 
 
 def eval_row(example: dict[str, Any]) -> dict[str, Any]:
@@ -32,17 +33,21 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
     model.eval()
     tokenizer.padding_side = "left"  # generation continues from the right edge
     replies: list[str] = []
+    family = family_of_config(model.config.to_dict())  # the prompt and stops serving will use
+    extra = {"stop_strings": list(family.stop), "tokenizer": tokenizer} if family.stop else {}
     try:
         device = next(p for p in model.parameters()).device
         for start in range(0, len(rows), batch_size):
             chunk = rows[start:start + batch_size]
-            prompts = [render_prompt(r["query"], r["tool_output"], system_prompt) for r in chunk]
+            prompts = [family.render_prompt(r["query"], r["tool_output"], system_prompt) for r in chunk]
             batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             with torch.no_grad():
                 out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
-                                     pad_token_id=tokenizer.pad_token_id)
+                                     pad_token_id=tokenizer.pad_token_id, **extra)
             new_tokens = out[:, batch["input_ids"].shape[1]:]
-            replies.extend(tokenizer.batch_decode(new_tokens, skip_special_tokens=True))
+            for text in tokenizer.batch_decode(new_tokens, skip_special_tokens=True):
+                cuts = [text.find(s) for s in family.stop if s in text]
+                replies.append(text[:min(cuts)] if cuts else text)
     finally:
         tokenizer.padding_side = side
         model.train(was_training)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import to_dict
+from squeez_ray.model_family import family_of
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.train.config import TrainConfig
 
@@ -51,7 +52,7 @@ def train_in_process(config: TrainConfig, run_dir: str | Path, rows: list[dict[s
     counts = {"rows": len(items), "train_examples": len(kept), "train_tokens": sum(lengths), "batches": len(plan),
               "dropped": len(items) - len(kept)}
     metadata = {"base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,
-                "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
+                "model_family": family_of(base).name, "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
                 "data": {"train_path": config.data.train_path, **counts}}
     session = LocalSession(batches, run)
     train_loop_per_worker({"config": config, "base": base, "n_batches": len(plan), "metadata": metadata,

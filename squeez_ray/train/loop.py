@@ -221,6 +221,9 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
 
         check_this_device(loop_config["plan_total_bytes"])
     tokenizer = load_tokenizer(loop_config["base"])
+    from transformers import set_seed
+
+    set_seed(cfg.train.seed)  # the adapter's initial weights too (the Trainer seeds only after they exist)
     model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
                        gradient_checkpointing=cfg.model.gradient_checkpointing)
     warn_if_slow_kernels(model, use_gpu=cfg.scaling.use_gpu and not cfg.train.use_cpu)

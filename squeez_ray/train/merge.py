@@ -123,7 +123,8 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
             "kind": "squeez-merged", "base_model": meta.get("base_model"), "base_model_path": base,
             "adapter": str(source), "adapter_chosen": chosen, "adapter_metrics": meta.get("metrics"),
             "global_step": meta.get("global_step"),
-            "prompt_format": meta["prompt_format"], "system_prompt": meta["system_prompt"],
+            "prompt_format": meta["prompt_format"], "model_family": meta.get("model_family"),
+            "system_prompt": meta["system_prompt"],
             "training_config": meta.get("config"), "data": meta.get("data"), "lora": meta.get("lora"),
             "training_git_revision": meta.get("git_revision"), "git_revision": git_revision(),
             "merged_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "merge_s": round(time.time() - started, 1),
@@ -168,15 +169,17 @@ def verify_with_vllm(model_dir: str | Path, *, max_model_len: int = 2048, max_to
     from transformers import AutoConfig
     from vllm import LLM, SamplingParams
 
-    from squeez_ray.prompt import render_prompt
+    from squeez_ray.model_family import family_of
 
+    family = family_of(model_dir)
     manifest = json.loads((Path(model_dir) / "manifest.json").read_text())
     context = getattr(AutoConfig.from_pretrained(model_dir), "max_position_embeddings", max_model_len)
     llm = LLM(model=str(model_dir), max_model_len=min(context, max_model_len), dtype="auto", enforce_eager=True)
     try:
-        prompt = render_prompt("which test failed", "test_a PASSED\ntest_b FAILED\nAssertionError: 1 != 2",
+        prompt = family.render_prompt("which test failed", "test_a PASSED\ntest_b FAILED\nAssertionError: 1 != 2",
                                manifest["system_prompt"])
-        output = llm.generate([prompt], SamplingParams(max_tokens=max_tokens, temperature=0.0), use_tqdm=False,
+        params = SamplingParams(max_tokens=max_tokens, temperature=0.0, stop=list(family.stop) or None)
+        output = llm.generate([prompt], params, use_tqdm=False,
                               tokenization_kwargs={"add_special_tokens": False})[0]
         return output.outputs[0].text
     finally:

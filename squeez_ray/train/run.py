@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.config import to_dict
+from squeez_ray.model_family import family_of
 from squeez_ray.progress import progress_enabled
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
 from squeez_ray.io_utils import git_revision, write_json_atomic
@@ -56,10 +57,12 @@ def check_inputs(config: TrainConfig) -> None:
         problem = output_dir_problem("run.storage_path", config.run.storage_path)
         problems += [problem] if problem else []
     base = config.model.base
+    from squeez_ray.base_models import is_packaged
     from squeez_ray.hub import is_hub_id
     from squeez_ray.train.config import TINY_MODELS
 
     if base and base not in TINY_MODELS and not config.model.random_init and not is_hub_id(base) \
+            and not is_packaged(base) \
             and not _is_uri(base) and not Path(base).expanduser().is_dir():
         problems.append(f"model.base: {base} is no checkpoint directory (and not a hub id like Org/name)")
     if _is_uri(config.run.storage_path) and (config.model.random_init or base.startswith("tiny-")):
@@ -142,7 +145,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
     metadata = {
         "base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,
-        "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
+        "model_family": family_of(base).name, "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
         "data": {"train_path": config.data.train_path, "eval_path": config.data.eval_path, **prepared.counts},
         "git_revision": git_revision(),
     }

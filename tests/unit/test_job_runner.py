@@ -42,7 +42,7 @@ def _config_classes() -> dict[str, type]:
             "encoder_v3_l4_distill": EncoderTrainConfig, "label": LabelConfig,
             "quickstart_cpu": QuickstartConfig,
             "quickstart_gpu": QuickstartConfig, "qwen35_2b_lora": TrainConfig, "qwen35_2b_lora_zero": TrainConfig,
-            "synthesize": SynthesizeConfig, "tiny_cpu": TrainConfig}
+            "synthesize": SynthesizeConfig, "tiny_cpu": TrainConfig, "gemma270m_lora_cpu": TrainConfig}
 
 
 def test_every_shipped_config_loads_and_validates():

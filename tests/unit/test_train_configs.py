@@ -114,3 +114,14 @@ def test_cross_section_checks():
 def test_overrides_apply():
     c = load_config(TrainConfig, CONFIGS / "tiny_cpu.yaml", ["train.max_steps=3", "run.name=other", "model.base=tiny-qwen35"])
     assert (c.train.max_steps, c.run.name, c.model.base) == (3, "other", "tiny-qwen35")
+
+
+def test_gemma_cpu_recipe():
+    """The laptop recipe of the real pretrained base (issue 24): LoRA r16 all-linear, whole prompts of at
+    most 1,536 tokens (longer ones dropped, not cut), the hand-labelled set, one CPU worker."""
+    c = load_config(TrainConfig, CONFIGS / "gemma270m_lora_cpu.yaml")
+    assert c.model.base == "gemma-3-270m" and c.model.dtype == "float32"  # bf16 is a slow fallback on AVX2 CPUs
+    assert (c.lora.r, c.lora.target_modules) == (16, "all-linear")
+    assert (c.data.max_seq_length, c.data.overlong) == (1536, "drop")
+    assert c.data.train_path == "data/handlabel/train.parquet"
+    assert not c.scaling.use_gpu and c.train.use_cpu and c.scaling.num_workers == 1
