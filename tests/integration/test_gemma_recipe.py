@@ -19,6 +19,9 @@ from squeez_ray.config import load_config
 from squeez_ray.prompt import IM_END, render_target
 from squeez_ray.train.config import TrainConfig
 
+# In-process training and tokenising, no Ray, Serve or vLLM: runs beside the cluster tests.
+pytestmark = pytest.mark.no_cluster
+
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "jobs" / "configs" / "gemma270m_lora_cpu.yaml"
 
