@@ -28,6 +28,12 @@ from squeez_ray.infer.encoder_fusion_features import (
 FUSION_FILE = "fusion.json"
 
 
+def _check_features(features: Sequence[str]) -> None:
+    unknown = [f for f in features if f not in FEATURES]
+    if unknown:
+        raise ValueError(f"fusion model uses features this runtime does not compute: {unknown}")
+
+
 @dataclass(frozen=True)
 class FusionModel:
     """``p = sigmoid(((x[:, columns] - mean) / scale) @ weights + bias)``."""
@@ -39,9 +45,7 @@ class FusionModel:
     bias: float
 
     def __post_init__(self):
-        unknown = [f for f in self.features if f not in FEATURES]
-        if unknown:
-            raise ValueError(f"fusion model uses features this runtime does not compute: {unknown}")
+        _check_features(self.features)
         sizes = {len(self.features), len(self.mean), len(self.scale), len(self.weights)}
         if len(sizes) != 1:
             raise ValueError("fusion model arrays disagree in length with its feature list")
@@ -95,9 +99,7 @@ class TreeFusionModel:
     depth: int
 
     def __post_init__(self):
-        unknown = [f for f in self.features if f not in FEATURES]
-        if unknown:
-            raise ValueError(f"fusion model uses features this runtime does not compute: {unknown}")
+        _check_features(self.features)
         if len({len(self.feature), len(self.threshold), len(self.left), len(self.right), len(self.value)}) != 1:
             raise ValueError("fusion tree arrays disagree in length")
 

@@ -113,28 +113,11 @@ def sweep(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap
 
 def points_at(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap: int,
               thresholds: Sequence[float]) -> list[dict[str, float]]:
-    """The dev measures at each of ``thresholds``."""
-    from squeez_ray.evaluate.metrics import line_index_scores
-    from squeez_ray.infer.encoder_scoring import select_lines
+    """The dev measures at each of ``thresholds`` (the operating curve's own measure)."""
+    from squeez_ray.train.encoder_operating_curve import gold_lines, measure_at
 
-    gold = [set((np.flatnonzero(np.asarray(y) > 0) + 1).tolist()) for y in labels]
-    points = []
-    for threshold in thresholds:
-        rec, prec, f1, comp, neg = [], [], [], [], []
-        for s, g in zip(scores, gold):
-            kept = set(select_lines(np.asarray(s), float(threshold), bridge_gap))
-            p, r, f = line_index_scores(kept, g)
-            f1.append(f)
-            comp.append(1 - max(len(kept), 1) / max(len(s), 1))
-            if g:
-                rec.append(r)
-                prec.append(p)
-            else:
-                neg.append(not kept)
-        points.append({"threshold": float(threshold), "recall": float(np.mean(rec)), "precision": float(np.mean(prec)),
-                       "f1": float(np.mean(f1)), "compression": float(np.mean(comp)),
-                       "negatives_empty": float(np.mean(neg)) if neg else float("nan")})
-    return points
+    gold = gold_lines(labels)
+    return [measure_at(scores, gold, float(threshold), bridge_gap) for threshold in thresholds]
 
 
 def summarize(points: Sequence[Mapping[str, float]], target_recall: float = 0.60) -> dict[str, Any]:

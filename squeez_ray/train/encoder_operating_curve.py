@@ -9,8 +9,9 @@ dev split for each ONNX variant and sets the recall the model answers at by defa
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +21,34 @@ from squeez_ray.infer.encoder_operating_points import threshold_for_recall
 CURVE_TARGETS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.30 ... 0.95
 
 
+def gold_lines(labels: Sequence[np.ndarray]) -> list[set[int]]:
+    """Each example's gold as 1-based line numbers (from its per-line 0/1 labels)."""
+    return [set((np.flatnonzero(np.asarray(y) > 0) + 1).tolist()) for y in labels]
+
+
+def measure_at(scores: Sequence[np.ndarray], gold: Sequence[set[int]], threshold: float,
+               bridge_gap: int) -> dict[str, float]:
+    """Mean per-example recall and precision (examples with gold), F1 and compression (all examples) and the
+    share of negatives answered empty, keeping the lines the runtime keeps at ``threshold``."""
+    from squeez_ray.evaluate.metrics import line_index_scores
+    from squeez_ray.infer.encoder_scoring import select_lines
+
+    recalls, precisions, f1s, compressions, negatives_empty = [], [], [], [], []
+    for s, g in zip(scores, gold):
+        kept = set(select_lines(np.asarray(s), threshold, bridge_gap))
+        p, r, f = line_index_scores(kept, g)
+        f1s.append(f)
+        compressions.append(1 - max(len(kept), 1) / max(len(s), 1))
+        if g:
+            recalls.append(r)
+            precisions.append(p)
+        else:
+            negatives_empty.append(not kept)
+    return {"threshold": threshold, "recall": float(np.mean(recalls)), "precision": float(np.mean(precisions)),
+            "f1": float(np.mean(f1s)), "compression": float(np.mean(compressions)),
+            "negatives_empty": float(np.mean(negatives_empty)) if negatives_empty else float("nan")}
+
+
 def operating_curve(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap: int,
                     targets: Sequence[float] = CURVE_TARGETS, candidates: int = 400) -> list[dict[str, float]]:
     """For each recall target, the highest threshold whose mean per-example recall on these examples
@@ -27,33 +56,16 @@ def operating_curve(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], 
 
     Targets no threshold reaches are left out (the curve says how far the model goes).
     """
-    from squeez_ray.evaluate.metrics import line_index_scores
-    from squeez_ray.infer.encoder_scoring import select_lines
-
     if not scores:
         raise ValueError("cannot draw an operating curve without examples")
-    gold = [set((np.flatnonzero(np.asarray(y) > 0) + 1).tolist()) for y in labels]
+    gold = gold_lines(labels)
     if not any(gold):
         raise ValueError("cannot draw an operating curve: no example has a gold line")
     flat = np.concatenate([np.asarray(s, dtype=np.float64) for s in scores])
     grid = np.unique(np.quantile(flat, np.linspace(0.0, 1.0, candidates)))[::-1]  # strict -> lenient
     points: list[dict[str, float]] = []
     for threshold in grid:
-        recalls, precisions, f1s, compressions, negatives_empty = [], [], [], [], []
-        for s, g in zip(scores, gold):
-            kept = set(select_lines(np.asarray(s), float(threshold), bridge_gap))
-            p, r, f = line_index_scores(kept, g)
-            f1s.append(f)
-            compressions.append(1 - max(len(kept), 1) / max(len(s), 1))
-            if g:
-                recalls.append(r)
-                precisions.append(p)
-            else:
-                negatives_empty.append(not kept)
-        points.append({"threshold": round(float(threshold), 6), "recall": float(np.mean(recalls)),
-                       "precision": float(np.mean(precisions)), "f1": float(np.mean(f1s)),
-                       "compression": float(np.mean(compressions)),
-                       "negatives_empty": float(np.mean(negatives_empty)) if negatives_empty else float("nan")})
+        points.append({**measure_at(scores, gold, float(threshold), bridge_gap), "threshold": round(float(threshold), 6)})
         if points[-1]["recall"] >= max(targets):  # every target reached: more lenient points add nothing
             break
     curve = []
