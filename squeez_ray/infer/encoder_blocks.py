@@ -28,6 +28,10 @@ _HEADERS = re.compile(
 _DEFINITION = re.compile(
     r"^\s*(async\s+def|def|class|fn|pub\s+fn|pub\s+(async\s+)?fn|func|function|impl|struct|interface|module)\s+\w")
 _GREP = re.compile(r"^([^\s:]+\.[A-Za-z0-9]+|[^\s:]+/[^\s:]+):(\d+)[:-]")
+# Every marker above sits at the start of its line, and these patterns backtrack on long lines without
+# spaces (base64, minified JS: a 50 KB line of ``a/`` took 12 s in _GREP, growing with the square of its
+# length), so they only ever see a line's head.
+LINE_HEAD = 512
 
 
 def block_ids(lines: Sequence[str]) -> np.ndarray:
@@ -35,7 +39,8 @@ def block_ids(lines: Sequence[str]) -> np.ndarray:
     them, else blank-line paragraphs."""
     ids = np.zeros(len(lines), dtype=np.int64)
     block, structural, last_file = 0, False, None
-    for i, line in enumerate(lines):
+    for i, full_line in enumerate(lines):
+        line = full_line[:LINE_HEAD]
         body = _NUMBERED.sub("", line, count=1)
         grep = _GREP.match(line)
         # a definition opens a block in a file read (numbered lines) or at column 0; an indented ``def``

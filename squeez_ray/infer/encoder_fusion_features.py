@@ -37,6 +37,7 @@ FEATURES = (
 LEXICAL = ("overlap", "bm25_rel", "bm25_log", "exact_hits", "any_exact")
 BLOCK = ("block_bm25_rel", "block_is_best", "block_exact", "block_enc_max", "block_enc_gap", "neighbour_enc_max")
 
+QUERY_CHARS = 1000
 _WORD = re.compile(r"[A-Za-z0-9_]+")
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:/\-]*[A-Za-z0-9_]|[A-Za-z0-9_]")
 _CAMEL = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|\d+")
@@ -67,16 +68,16 @@ def _has_inner_capital(word: str) -> bool:
 def symbols(query: str) -> list[str]:
     """The query's tokens that look like a symbol, code or file (``test_foo``, ``E501``, ``a/b.py``,
     ``ParseError``, ``foo()``): matched verbatim, case-sensitively, since a near miss is another symbol."""
-    found = []
+    found: dict[str, None] = {}  # ordered and O(1) to test: a long query must not cost its length squared
     for token in _IDENTIFIER.findall(query):
         token = token.strip(".:-/")
         if len(token) < 3:
             continue
         symbol_like = ("_" in token or "." in token or "/" in token or "::" in token or _has_inner_capital(token)
                        or (any(c.isdigit() for c in token) and any(c.isalpha() for c in token)))
-        if symbol_like and token not in found:
-            found.append(token)
-    return found
+        if symbol_like:
+            found.setdefault(token)
+    return list(found)
 
 
 def bm25(docs: Sequence[Counter], query: Sequence[str], k1: float = 1.5, b: float = 0.75) -> np.ndarray:
@@ -108,6 +109,10 @@ def line_features(query: str, lines: Sequence[str], probs: np.ndarray) -> np.nda
     logit = _logit(probs)
     if n == 0:
         return np.zeros((0, len(FEATURES)))
+    # Every feature costs (query terms x output); a query is a short need (the prompt contract cuts it at
+    # 1,000 characters too, and every query the combiner was fitted on is shorter), so a pasted megabyte
+    # must not make it cost minutes.
+    query = query[:QUERY_CHARS]
     query_terms = [t for t in dict.fromkeys(terms(query)) if t not in STOPWORDS]
     line_terms = [Counter(terms(line)) for line in lines]
     overlap = np.array([sum(t in c for t in query_terms) for c in line_terms], dtype=np.float64)

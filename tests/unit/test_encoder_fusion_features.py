@@ -83,3 +83,23 @@ def test_encoder_columns_follow_the_scores():
 def test_empty_and_single_line_outputs():
     assert line_features("q", [], np.zeros(0)).shape == (0, len(FEATURES))
     assert np.isfinite(line_features("q", ["x"], np.array([0.5]))).all()
+
+
+@pytest.mark.timeout(120)  # a hang guard, not a speed target: the unbounded regexes took hours on this line
+def test_a_megabyte_line_without_spaces_is_segmented_from_its_head():
+    """base64 or minified JS in a tool output: the block regexes backtracked over the whole line (12 s for
+    50 KB of ``a/``, growing with its square), inside a replica's scoring thread where no timeout reaches."""
+    lines = ["src/app.py:3: x = 1", "a/" * 1_000_000, "src/app.py:9: y = 2", "tests/t.py:1: z"]
+    ids = block_ids(lines)
+    assert ids.tolist() == [0, 0, 0, 1]  # the long line opens no block; the grep file change still does
+
+
+def test_only_the_head_of_a_pasted_huge_query_counts():
+    """Every feature costs (query terms x output): a megabyte query took minutes. The query is cut to the
+    1,000 characters the prompt contract keeps; what follows changes nothing."""
+    lines = ["def parse_config(path):", "    return load_yaml(path)", "def other_helper():", "    pass"]
+    head = "where is parse_config defined " + "x" * 970
+    tail = " other_helper load_yaml " * 40_000
+    probs = np.full(len(lines), 0.2)
+    assert np.array_equal(line_features(head + tail, lines, probs), line_features(head, lines, probs))
+    assert symbols("a_b " * 3 + "c_d") == ["a_b", "c_d"]  # first-seen order, each once
