@@ -31,7 +31,9 @@ def _rows(path: str, *, limit: int | None, max_lines: int | None, exclude: str |
 
     frame = pd.read_parquet(path)
     if exclude:
-        frame = frame[~frame.instance_id.isin(set(pd.read_parquet(exclude).instance_id))]
+        # by output text, not instance id: later labelling rounds ask new queries of outputs the encoder
+        # already trained on, under new ids, and its scores on those outputs are over-confident
+        frame = frame[~frame.tool_output.isin(set(pd.read_parquet(exclude, columns=["tool_output"]).tool_output))]
     if max_lines:
         frame = frame[frame.tool_output.str.count("\n") < max_lines]
     frame = frame.sample(frac=1.0, random_state=23)  # a seeded order: any cached prefix is a random sample
@@ -113,7 +115,8 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
         model, fused = models[winner]
         write_fused_model(model_dir, Path(args.out), model, fused, y_dev, bridge, args.min_compression,
                           {"train_examples": len(used_train), "dev_examples": len(used_dev), "variant": winner,
-                           "train_data": args.train_data, "dev_data": args.dev_data, "dev_comparison": report["summary"]})
+                           "train_data": args.train_data, "dev_data": args.dev_data, "exclude_data": args.exclude_data,
+                           "max_train_lines": args.max_train_lines, "dev_comparison": report["summary"]})
         if args.ship:
             report["shipped"] = ship_fused(Path(args.out), report)
     return report

@@ -59,3 +59,18 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     pruner = OnnxEncoderPruner(tmp_path / "fused")
     assert pruner.fusion is not None and pruner.fusion.features == tuple(written["fusion"]["features"])
     assert main([*args[:-2], "--model", str(tmp_path / "fused")]) == 2  # refuses to fuse a fused model
+
+
+def test_the_encoders_own_outputs_are_left_out_by_text_not_by_id(tmp_path):
+    """A later labelling round asks new queries of outputs the encoder trained on, under new ids: the
+    encoder's scores there are over-confident, so the fit must not see those outputs at all."""
+    from squeez_ray.train.encoder_fusion_job import _rows as fit_rows
+
+    seen = _rows("old", 1)[0]
+    fresh = {**_rows("new", 2)[1], "tool_output": "collected 2 items\nE   assert 0 == 1"}
+    requeried = {**seen, "instance_id": "round3-0", "query": "which test passed"}
+    pd.DataFrame([requeried, fresh]).to_parquet(tmp_path / "train.parquet")
+    pd.DataFrame([seen]).to_parquet(tmp_path / "encoder_train.parquet")
+    kept = fit_rows(str(tmp_path / "train.parquet"), limit=None, max_lines=None,
+                    exclude=str(tmp_path / "encoder_train.parquet"))
+    assert [r["instance_id"] for r in kept] == ["new1"]
