@@ -52,7 +52,9 @@ class OpenAIEngine(Engine):
         self._server_model = server_model
         self._context = max_context_tokens
         self.max_concurrency = max(1, max_concurrency)
-        self.extra_body = DEFAULT_EXTRA_BODY if extra_body is None else extra_body
+        # engine kwargs add to the default, never replace it: without add_special_tokens=False the server
+        # puts its own BOS before a prompt that already carries one (Gemma's <bos> twice)
+        self.extra_body = {**DEFAULT_EXTRA_BODY, **(extra_body or {})}
         # A local tokenizer only counts tokens here (``self.tokenizer`` stays None: the engine base
         # class would otherwise treat it as the server's own).
         self._tokenizer_for_counting = load_tokenizer(tokenizer_dir) if tokenizer_dir else None
