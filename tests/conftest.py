@@ -24,6 +24,9 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# tryfirst: xdist's worker reads the xdist_group marks in its own collection hook, which pluggy would
+# otherwise call before this one (it registers later), and the cluster tests would spread over both workers.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
