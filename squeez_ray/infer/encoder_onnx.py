@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion import fuse_all, load_fusion
+from squeez_ray.infer.encoder_fusion import load_fusion
 from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
 from squeez_ray.infer.encoder_scoring import Forward, score_windows
 from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
@@ -105,9 +105,5 @@ class OnnxEncoderPruner(ScoringPruner):
         self.name = name or f"encoder:{Path(model_dir).name}"
 
     def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        """The encoder's own keep-probabilities, before any fusion."""
         return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
                              tokens_per_batch=self.tokens_per_batch)
-
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))

@@ -46,12 +46,11 @@ class EncoderPruner(ScoringPruner):
         self.tokens_per_batch = tokens_per_batch
         self.name = f"encoder:{Path(model_dir).name}"
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        from squeez_ray.infer.encoder_fusion import fuse_all
+    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
         from squeez_ray.infer.encoder_scoring import score_lines
 
-        return fuse_all(self.fusion, pairs, score_lines(self.model, self.tokenizer, self.settings.window, pairs,
-                                                        tokens_per_batch=self.tokens_per_batch, dtype=self.dtype))
+        return score_lines(self.model, self.tokenizer, self.settings.window, pairs,
+                           tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
 
 
 def resolve_model_dir(model: str | None) -> Path:

@@ -24,13 +24,14 @@ from squeez_ray.spans import spans_from_line_numbers
 
 class ScoringPruner(Pruner):
     """Scores -> kept lines (threshold, gap bridging, kept-lines budget) -> results; subclasses supply
-    ``score`` and call ``choose_operating_point`` once their settings are loaded."""
+    ``encoder_scores`` and call ``choose_operating_point`` once their settings are loaded."""
 
     name = "encoder"
     threshold = 0.5
     settings = None
     curve: list = []  # the variant's dev operating curve (recall target -> threshold)
     max_kept_lines: int | None = None
+    fusion = None  # the model's learned lexical/block stage (infer/encoder_fusion.py), if it ships one
 
     def choose_operating_point(self, variant: str, *, threshold: float | None, recall_target: float | None,
                                max_kept_lines: int | None) -> None:
@@ -51,8 +52,15 @@ class ScoringPruner(Pruner):
         else:
             self.threshold = self.settings.variant_thresholds.get(variant, self.settings.threshold)
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        """The encoder's own keep-probabilities, before any fusion."""
         raise NotImplementedError
+
+    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
+        """The scores the operating point applies to: the encoder's, through the model's fusion if it has one."""
+        from squeez_ray.infer.encoder_fusion import fuse_all
+
+        return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))
 
     def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
         from squeez_ray.infer.encoder_operating_points import cap_kept_lines, check_knobs, threshold_for_recall
