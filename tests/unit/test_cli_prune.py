@@ -108,15 +108,18 @@ def start_while_backend_works(data: bytes, env: dict, tmp_path: Path) -> subproc
     """``squeez q`` over ``data`` with the test's sleepy backend, returned once the backend is running
     (its pidfile exists): the moment the signal tests interrupt it."""
     pidfile = tmp_path / "child.pid"
+    # The command's own 60 s backend timeout would race the signal on a loaded CI machine (it fired first
+    # once: exit 0, output passed through): these tests interrupt the backend, they do not time it out.
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={**env, "TEST_CHILD_PIDFILE": str(pidfile)})
+                            env={"SQUEEZ_TIMEOUT": "900", **env, "TEST_CHILD_PIDFILE": str(pidfile)})
     proc.stdin.write(data)
     proc.stdin.close()
     proc.stdin = None  # (communicate would flush it)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300  # a bound on waiting, not a speed assertion
     while not pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
+    assert pidfile.exists(), "the sleepy backend never started"
     return proc
 
 
