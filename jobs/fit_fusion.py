@@ -38,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--score-only", action="store_true", help="fill the cache and stop")
     parser.add_argument("--cached-only", action="store_true", help="score nothing: fit and measure on the "
                         "examples already cached (say how many; a seeded random sample of each split)")
-    parser.add_argument("--kinds", default="logistic,trees", help="combiner kinds to try (comma-separated)")
+    parser.add_argument("--kinds", default="logistic,trees,trees-monotone",
+                        help="combiner kinds to try (comma-separated: logistic, trees, trees-monotone)")
     parser.add_argument("--recall-target", type=float, default=0.60)
     parser.add_argument("--min-compression", type=float, default=0.90)
     parser.add_argument("--out", default="runs/fusion/model", help="the fused model directory to write")

@@ -61,8 +61,8 @@ def fit_logistic(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: S
 
 
 # ``monotone=True``: more evidence never lowers a line's score (the trees rise with the encoder's score and
-# every lexical and block match, and fall with the line's rank). Measured on dev (docs/ENCODER.md, "Fusion"):
-# about as good as unconstrained trees, not adopted as the default for lack of time to re-measure it.
+# every lexical and block match, and fall with the line's rank). jobs/fit_fusion.py compares it on dev
+# with the unconstrained trees ("trees-monotone"; docs/ENCODER.md, "Fusion").
 INCREASING = ("enc_logit", "enc_gap_to_max", "overlap", "bm25_rel", "bm25_log", "exact_hits", "any_exact",
               "block_bm25_rel", "block_is_best", "block_exact", "block_enc_max", "block_enc_gap", "neighbour_enc_max")
 DECREASING = ("enc_rank",)

@@ -22,8 +22,11 @@ VARIANTS = {
     "lexical-only": ("log_lines", *LEXICAL, "block_bm25_rel", "block_is_best", "block_exact", *SHAPE),
 }
 # the combiners tried per feature set: logistic regression at two L2 strengths, gradient-boosted trees
-# (depth 3 and 2, 150 rounds); dev picks one per set, then the best set
-COMBINERS = (("logistic", 0.1), ("logistic", 1.0), ("trees", 3), ("trees", 2))
+# (depth 3 and 2, 150 rounds), the same trees constrained to rise with every piece of evidence; dev picks
+# one per set, then the best set
+COMBINERS = (("logistic", 0.1), ("logistic", 1.0), ("trees", 3), ("trees", 2),
+             ("trees-monotone", 3), ("trees-monotone", 2))
+KINDS = ("logistic", "trees", "trees-monotone")
 
 
 def _rows(path: str, *, limit: int | None, max_lines: int | None, exclude: str | None) -> list[dict[str, Any]]:
@@ -87,11 +90,12 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
                           "at_own_default": _at_threshold(p_dev, y_dev, bridge, _own_threshold(settings))}
     models = {}
     for set_name, features in VARIANTS.items():
-        for kind in [k for k in ("logistic", "trees") if k in args.kinds.split(",")]:
+        for kind in [k for k in KINDS if k in args.kinds.split(",")]:
             name, best = f"{set_name} ({kind})", None
             for setting in [value for k, value in COMBINERS if k == kind]:
                 model = (fit.fit_logistic(x_train, y_train, features, l2=setting) if kind == "logistic"
-                         else fit.fit_trees(x_train, y_train, features, max_depth=setting)[0])
+                         else fit.fit_trees(x_train, y_train, features, max_depth=setting,
+                                            monotone=kind == "trees-monotone")[0])
                 fused = [model.probabilities(x) for x in x_dev]
                 summary = fit.summarize(fit.sweep(fused, y_dev, bridge), args.recall_target)
                 key = _selection_key(summary)

@@ -74,3 +74,37 @@ def test_the_encoders_own_outputs_are_left_out_by_text_not_by_id(tmp_path):
     kept = fit_rows(str(tmp_path / "train.parquet"), limit=None, max_lines=None,
                     exclude=str(tmp_path / "encoder_train.parquet"))
     assert [r["instance_id"] for r in kept] == ["new1"]
+
+
+def test_monotone_trees_never_score_a_line_lower_for_more_evidence():
+    """The "trees-monotone" combiner: raising the encoder's logit or an exact hit, all else equal, never
+    lowers the fused probability; the unconstrained trees fitted on the same noisy data do (else the
+    constraint would be untested)."""
+    import numpy as np
+
+    from squeez_ray.infer.encoder_fusion_features import FEATURES
+    from squeez_ray.train.encoder_fusion_fit import fit_trees
+
+    rng = np.random.default_rng(0)
+    features = ("enc_logit", "exact_hits", "line_len")
+    xs, ys = [], []
+    for _ in range(40):
+        x = np.zeros((50, len(FEATURES)))
+        for name in features:
+            x[:, FEATURES.index(name)] = rng.normal(size=50)
+        logit = x[:, FEATURES.index("enc_logit")]
+        # mostly rising with the evidence, with a dip the unconstrained trees will learn
+        p = 1 / (1 + np.exp(-(2 * logit - 3 * ((logit > 0.5) & (logit < 1.0)))))
+        xs.append(x)
+        ys.append(rng.random(50) < p)
+    grid = np.zeros((200, len(FEATURES)))
+    grid[:, FEATURES.index("enc_logit")] = np.linspace(-3, 3, 200)
+    for name in ("exact_hits", "line_len"):
+        grid[:, FEATURES.index(name)] = 0.3
+    monotone, _ = fit_trees(xs, ys, features, max_depth=3, monotone=True)
+    free, _ = fit_trees(xs, ys, features, max_depth=3)
+    assert np.all(np.diff(monotone.probabilities(grid)) >= -1e-12)
+    assert np.any(np.diff(free.probabilities(grid)) < -1e-6)
+    more_hits = grid.copy()
+    more_hits[:, FEATURES.index("exact_hits")] = 2.0
+    assert np.all(monotone.probabilities(more_hits) >= monotone.probabilities(grid) - 1e-12)
