@@ -49,11 +49,15 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     config.pop("fusion", None)
     (plain / "squeez_encoder.json").write_text(json.dumps(config))
     args[-1] = str(plain)
-    assert main(args) == 0
+    assert main(args + ["--learning-curve"]) == 0
     assert len(list((tmp_path / "cache" / "dev").glob("scores-*.npz"))) == 1  # 6 rows: one chunk
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["dev_examples"] == 6 and report["train_examples"] == 12
     assert {"encoder", "encoder+lexical+block (logistic)", "lexical-only (logistic)"} <= set(report["variants"])
+    # the winner refitted on a share of the train outputs (12 rows, 1 output: every share keeps it)
+    assert [p["share"] for p in report["learning_curve"]] == [0.25, 0.5, 1.0]
+    assert report["learning_curve"][-1]["examples"] == 12
+    assert report["learning_curve"][-1]["at_recall_target"] == report["summary"][report["winner"]]["at_recall_target"]
     written = json.loads((tmp_path / "fused" / "squeez_encoder.json").read_text())
     assert written["fusion"]["variant"] == report["winner"] and written["operating_points"]["int8"]
     pruner = OnnxEncoderPruner(tmp_path / "fused")
@@ -108,3 +112,37 @@ def test_monotone_trees_never_score_a_line_lower_for_more_evidence():
     more_hits = grid.copy()
     more_hits[:, FEATURES.index("exact_hits")] = 2.0
     assert np.all(monotone.probabilities(more_hits) >= monotone.probabilities(grid) - 1e-12)
+
+
+def test_the_score_cache_resumes_by_instance_id_not_chunk_position(tmp_path):
+    """A rerun over another selection of rows (another --max-train-lines: a new seeded order) scores the
+    rows the cache lacks, all of them and only them; a run killed mid-way resumes where it stopped."""
+    import numpy as np
+    import pytest
+
+    from squeez_ray.train.encoder_fusion_scores import read_cache, score_to_cache
+
+    scored: list[str] = []
+
+    def score(pairs):
+        scored.extend(q for q, _ in pairs)
+        return [np.full(len(out.split("\n")), float(q[1:])) for q, out in pairs]
+
+    rows = [(f"id{i}", f"q{i}", "a\nb") for i in range(10)]
+    assert score_to_cache(score, rows, tmp_path, chunk=4) == 3 and len(scored) == 10
+    assert score_to_cache(score, rows, tmp_path, chunk=4) == 0 and len(scored) == 10
+    more = rows[::-1][:7] + [(f"id{i}", f"q{i}", "a\nb\nc") for i in range(10, 13)]  # another order, 3 new
+    assert score_to_cache(score, more, tmp_path, chunk=4) == 1 and scored[10:] == ["q10", "q11", "q12"]
+
+    def dies_after_one_chunk(pairs):
+        if len(scored) >= 13 + 4:
+            raise KeyboardInterrupt
+        return score(pairs)
+
+    fresh = [(f"id{i}", f"q{i}", "x") for i in range(13, 23)]
+    with pytest.raises(KeyboardInterrupt):
+        score_to_cache(dies_after_one_chunk, fresh, tmp_path, chunk=4)
+    assert score_to_cache(score, fresh, tmp_path, chunk=4) == 2 and scored[17:] == [f"q{i}" for i in range(17, 23)]
+    cache = read_cache([tmp_path])
+    assert sorted(cache, key=lambda k: int(k[2:])) == [f"id{i}" for i in range(23)]
+    assert cache["id12"].tolist() == [12.0, 12.0, 12.0]
