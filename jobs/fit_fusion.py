@@ -45,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/fusion/model", help="the fused model directory to write")
     parser.add_argument("--report", default="runs/fusion/dev_comparison.json")
     parser.add_argument("--ship", action="store_true", help="install --out as the package's default model")
+    parser.add_argument("--learning-curve", action="store_true", help="also refit the winner on 25%% and 50%% "
+                        "of the train outputs and report its dev measures at each share")
     args = parser.parse_args(argv)
 
     from squeez_ray.schema import DataError

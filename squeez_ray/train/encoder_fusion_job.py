@@ -110,9 +110,14 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
     report = {"train_examples": len(used_train), "dev_examples": len(used_dev),
               "dev_lines": int(sum(len(y) for y in y_dev)), "recall_target": args.recall_target,
               "winner": winner, "variants": results}
+    if getattr(args, "learning_curve", False):
+        report["learning_curve"] = learning_curve(winner, results[winner], used_train, x_train, y_train,
+                                                  x_dev, y_dev, bridge, args.recall_target)
     report["summary"] = {name: _brief(r) for name, r in results.items()} | {"winner": winner,
                                                                           "train_examples": len(used_train),
                                                                           "dev_examples": len(used_dev)}
+    if "learning_curve" in report:
+        report["summary"]["learning_curve"] = report["learning_curve"]
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=2) + "\n")
     if args.out:
@@ -124,6 +129,29 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
         if args.ship:
             report["shipped"] = ship_fused(Path(args.out), report)
     return report
+
+
+def learning_curve(winner: str, chosen: dict[str, Any], used_train, x_train, y_train, x_dev, y_dev, bridge: int,
+                   recall_target: float, shares=(0.25, 0.5, 1.0)) -> list[dict[str, Any]]:
+    """The winning combiner refitted on a seeded share of the train *outputs* (all queries of an output
+    stay together) and measured on the same dev rows: does more fusion data still help?"""
+    from squeez_ray.train import encoder_fusion_fit as fit
+
+    set_name, kind = winner.rsplit(" (", 1)
+    kind, features = kind.rstrip(")"), VARIANTS[set_name]
+    outputs = sorted({str(r["tool_output"]) for r in used_train})
+    np.random.default_rng(23).shuffle(outputs)
+    curve = []
+    for share in shares:
+        keep = set(outputs[: max(1, round(share * len(outputs)))])
+        rows = [i for i, r in enumerate(used_train) if str(r["tool_output"]) in keep]
+        xs, ys = [x_train[i] for i in rows], [y_train[i] for i in rows]
+        model = (fit.fit_logistic(xs, ys, features, l2=chosen["l2"]) if kind == "logistic"
+                 else fit.fit_trees(xs, ys, features, max_depth=chosen["max_depth"],
+                                    monotone=kind == "trees-monotone")[0])
+        summary = fit.summarize(fit.sweep([model.probabilities(x) for x in x_dev], y_dev, bridge), recall_target)
+        curve.append({"share": share, "outputs": len(keep), "examples": len(rows), **_brief(summary)})
+    return curve
 
 
 def _selection_key(summary) -> tuple[float, float]:
