@@ -9,10 +9,12 @@
    run it with nice, it picks up where it stopped). --exclude-data drops the train rows the encoder
    itself was trained on (its scores there are over-confident; ``git show REV:data/handlabel/train.parquet``
    at the model card's git_revision gives them).
-2. Fits a logistic combiner per feature set on train (encoder+lexical, encoder+lexical+block,
-   lexical-only) at a few L2 strengths, and measures each on dev with the encoder alone: the point
+2. Fits each combiner kind (--kinds: logistic at a few L2 strengths, gradient-boosted trees, the same
+   trees constrained to be monotone, at depths 3 and 2) per feature set on train (encoder+lexical,
+   encoder+lexical+block, lexical-only), and measures each on dev with the encoder alone: the point
    reaching dev recall --recall-target, the best-F1 point, the best recall at compression >= 0.90.
-3. Keeps the feature set and L2 with the best dev F1 at the recall target, writes a copy of --model with
+   --learning-curve refits the winner on 25% and 50% of the train outputs.
+3. Keeps the combiner with the best dev F1 at the recall target, writes a copy of --model with
    ``fusion.json`` and the fused dev curve (default: the highest recall at compression >= 0.90) to --out,
    and with --ship installs it as the package's default model (``train/encoder_ship.install``).
 The evaluation cases are never read here.
@@ -37,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default="runs/fusion/cache", help="where the encoder scores are cached")
     parser.add_argument("--score-only", action="store_true", help="fill the cache and stop")
     parser.add_argument("--cached-only", action="store_true", help="score nothing: fit and measure on the "
-                        "examples already cached (say how many; a seeded random sample of each split)")
+                        "selected examples already cached (say how many; a random sample of each split only "
+                        "if one selection filled the cache)")
     parser.add_argument("--kinds", default="logistic,trees,trees-monotone",
                         help="combiner kinds to try (comma-separated: logistic, trees, trees-monotone)")
     parser.add_argument("--recall-target", type=float, default=0.60)

@@ -27,6 +27,9 @@ def example_matrices(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, np.n
         if scores is None:
             continue
         lines = str(row["tool_output"]).split("\n")
+        if len(scores) != len(lines):  # the id now names another output (a rebuilt split): never fit on it
+            raise ValueError(f"cached scores for {row['instance_id']} cover {len(scores)} lines, its output has "
+                             f"{len(lines)}: the cache is stale; use a fresh --cache")
         xs.append(line_features(str(row["query"]), lines, scores))
         ys.append(line_labels(len(lines), row.get("gold_spans")))
         probs.append(scores)

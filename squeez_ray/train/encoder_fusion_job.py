@@ -15,7 +15,7 @@ from squeez_ray.infer.encoder_fusion_features import FEATURES, LEXICAL
 
 ENCODER_ONLY = ("enc_logit", "enc_rank", "enc_gap_to_max", "log_lines")
 SHAPE = ("blank", "line_len")
-# the variants compared on dev; each is a logistic combiner over these features
+# the feature sets compared on dev; each is fitted with every combiner kind below
 VARIANTS = {
     "encoder+lexical": ENCODER_ONLY + LEXICAL + SHAPE,
     "encoder+lexical+block": FEATURES,
@@ -58,6 +58,7 @@ def run(args) -> dict[str, Any]:
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG
     from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
     from squeez_ray.train import encoder_fusion_fit as fit
+    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
 
     model_dir = Path(args.model) if args.model else DEFAULT_MODEL_DIR
     settings = json.loads((model_dir / ENCODER_CONFIG).read_text())
@@ -71,6 +72,7 @@ def run(args) -> dict[str, Any]:
 
         scorer = OnnxEncoderPruner(model_dir, threshold=0.5).encoder_scores
     cache = Path(args.cache)
+    claim_for_model(cache, model_id(model_dir))
     dev_cache = _cached(dev_rows, cache / "dev", scorer)
     train_cache = _cached(train_rows, cache / "train", scorer)
     if args.score_only:

@@ -8,6 +8,8 @@ read back as ``{instance_id: scores}``. The cache lives under ``runs/`` (git-ign
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -16,10 +18,39 @@ import numpy as np
 from squeez_ray.io_utils import atomic_path
 
 CHUNK = 25  # examples per cache file: a killed run loses at most this many examples' work
+META_FILE = "cache.json"  # which model's scores the directory holds
 
 
 def chunk_path(cache_dir: Path, index: int) -> Path:
     return cache_dir / f"scores-{index:05d}.npz"
+
+
+def claim_for_model(cache_dir: str | Path, model_id: str) -> None:
+    """A cache directory holds one model's scores: the first use records ``model_id`` (a hash of the
+    model's files); a later use with another model is refused instead of fitting on its stale scores."""
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    meta = cache_dir / META_FILE
+    if meta.is_file():
+        recorded = json.loads(meta.read_text()).get("model_id")
+        if recorded != model_id:
+            raise ValueError(f"{cache_dir} holds scores of another model ({recorded}, not {model_id}): "
+                             "use another --cache")
+        return
+    with atomic_path(meta) as tmp:
+        Path(tmp).write_text(json.dumps({"model_id": model_id}) + "\n")
+
+
+def model_id(model_dir: str | Path) -> str:
+    """sha256 over the model directory's files that decide its scores (weights, tokenizer, settings)."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(model_dir).iterdir()):
+        if path.is_file() and path.suffix in (".onnx", ".json") and path.name != "model_card.json":
+            digest.update(path.name.encode())
+            with open(path, "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()[:16]
 
 
 def score_to_cache(score: Callable[[Sequence[tuple[str, str]]], list[np.ndarray]],
@@ -28,7 +59,7 @@ def score_to_cache(score: Callable[[Sequence[tuple[str, str]]], list[np.ndarray]
     """Score the ``rows`` ((instance_id, query, tool_output)) not yet in ``cache_dir`` into new chunks after
     the ones there; returns how many chunks were scored now. What is cached is decided by instance id, not
     by chunk position: a rerun over another selection of rows (a new --max-train-lines) scores exactly the
-    rows it lacks. One cache directory holds one model's scores."""
+    rows it lacks. One cache directory holds one model's scores (``claim_for_model``)."""
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     cached = cached_ids(cache_dir)

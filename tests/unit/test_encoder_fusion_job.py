@@ -20,13 +20,13 @@ def _rows(prefix: str, n: int) -> list[dict]:
         lines = [line for k, name in enumerate(names) for line in (f"____ {name} ____", f"E   assert {k} == {k + 1}", "")]
         target = i % 6
         rows.append({"instance_id": f"{prefix}{i}", "query": f"why does test_item_{target} fail",
-                     "tool_output": "\n".join(lines),
+                     "tool_output": "\n".join(lines + [f"run {i % 4}"]),  # four distinct outputs
                      "gold_spans": [{"start_line": 3 * target + 1, "end_line": 3 * target + 2}],
                      "tool_type": "test_output"})
     return rows
 
 
-def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_path):
+def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_path, capsys):
     sys.path.insert(0, str(REPO / "jobs"))
     from fit_fusion import main
 
@@ -36,7 +36,7 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     pd.DataFrame(_rows("d", 6)).to_parquet(tmp_path / "dev.parquet")
     args = ["--train-data", str(tmp_path / "train.parquet"), "--dev-data", str(tmp_path / "dev.parquet"),
             "--cache", str(tmp_path / "cache"), "--out", str(tmp_path / "fused"), "--report",
-            str(tmp_path / "report.json"), "--recall-target", "0.5", "--min-compression", "0.3", "--kinds", "logistic",
+            str(tmp_path / "report.json"), "--recall-target", "0.5", "--min-compression", "0.3", "--kinds", "logistic,trees-monotone",
             "--model", str(REPO / "tests" / "fixtures" / "no_such_model")]
     assert main(args) == 2  # a missing model is a one-line error
     from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
@@ -54,14 +54,29 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     report = json.loads((tmp_path / "report.json").read_text())
     assert report["dev_examples"] == 6 and report["train_examples"] == 12
     assert {"encoder", "encoder+lexical+block (logistic)", "lexical-only (logistic)"} <= set(report["variants"])
-    # the winner refitted on a share of the train outputs (12 rows, 1 output: every share keeps it)
-    assert [p["share"] for p in report["learning_curve"]] == [0.25, 0.5, 1.0]
-    assert report["learning_curve"][-1]["examples"] == 12
-    assert report["learning_curve"][-1]["at_recall_target"] == report["summary"][report["winner"]]["at_recall_target"]
+    assert report["variants"]["encoder+lexical+block (trees-monotone)"]["max_depth"] in (2, 3)
+    # the winner refitted on a share of the train outputs (12 rows on 4 outputs, 3 rows each)
+    curve = report["learning_curve"]
+    assert [(p["share"], p["outputs"], p["examples"]) for p in curve] == [(0.25, 1, 3), (0.5, 2, 6), (1.0, 4, 12)]
+    assert curve[-1]["at_recall_target"] == report["summary"][report["winner"]]["at_recall_target"]
     written = json.loads((tmp_path / "fused" / "squeez_encoder.json").read_text())
     assert written["fusion"]["variant"] == report["winner"] and written["operating_points"]["int8"]
     pruner = OnnxEncoderPruner(tmp_path / "fused")
     assert pruner.fusion is not None and pruner.fusion.features == tuple(written["fusion"]["features"])
+
+    # the cache belongs to the model that filled it: another model's run is refused, not fitted on stale scores
+    other = tmp_path / "other"
+    shutil.copytree(plain, other)
+    (other / "squeez_encoder.json").write_text(json.dumps({**config, "threshold": 0.123}))
+    capsys.readouterr()
+    assert main(args[:-1] + [str(other)]) == 2
+    assert "holds scores of another model" in capsys.readouterr().err
+    # and an id whose output changed under it (a rebuilt split) is a stale cache, not a silent mis-fit
+    changed = pd.read_parquet(tmp_path / "dev.parquet")
+    changed.loc[0, "tool_output"] += "\none more line"
+    changed.to_parquet(tmp_path / "dev.parquet")
+    assert main(args) == 2
+    assert "the cache is stale" in capsys.readouterr().err
     assert main([*args[:-2], "--model", str(tmp_path / "fused")]) == 2  # refuses to fuse a fused model
 
 
