@@ -108,8 +108,9 @@ def start_while_backend_works(data: bytes, env: dict, tmp_path: Path) -> subproc
     """``squeez q`` over ``data`` with the test's sleepy backend, returned once the backend is running
     (its pidfile exists): the moment the signal tests interrupt it."""
     pidfile = tmp_path / "child.pid"
-    # The command's own 60 s backend timeout would race the signal on a loaded CI machine (it fired first
-    # once: exit 0, output passed through): these tests interrupt the backend, they do not time it out.
+    # The command's 60 s default backend timeout raced the signal on a loaded CI machine (it fired first
+    # once: exit 0, output passed through): these tests interrupt the backend, they do not time it out
+    # (the sleepy backend itself sleeps 120 s, the real bound).
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"SQUEEZ_TIMEOUT": "900", **env, "TEST_CHILD_PIDFILE": str(pidfile)})
@@ -117,9 +118,12 @@ def start_while_backend_works(data: bytes, env: dict, tmp_path: Path) -> subproc
     proc.stdin.close()
     proc.stdin = None  # (communicate would flush it)
     deadline = time.monotonic() + 300  # a bound on waiting, not a speed assertion
-    while not pidfile.exists() and time.monotonic() < deadline:
+    while not pidfile.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert pidfile.exists(), "the sleepy backend never started"
+    if not pidfile.exists():
+        proc.kill()
+        _, stderr = proc.communicate(timeout=60)
+        raise AssertionError(f"the sleepy backend never started (exit {proc.returncode}): {stderr[-2000:]!r}")
     return proc
 
 
