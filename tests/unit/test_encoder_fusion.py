@@ -107,7 +107,7 @@ def test_a_query_naming_one_of_twelve_look_alike_failures_gets_that_block(shippe
 
 
 @pytest.mark.xfail(strict=True, reason="known gap of the shipped fusion (100 training outputs): it still ranks "
-                   "the F401 finding first (so does a refit on 630 outputs); docs/ENCODER.md, 'Fusion'. Remove the mark when a "
+                   "the F401 finding first (so does a refit on 630 examples); docs/ENCODER.md, 'Fusion'. Remove the mark when a "
                    "better model fixes it")
 def test_an_exact_code_hit_outranks_a_look_alike_finding(shipped):
     # the encoder alone ranks the F401 finding above the E501 the query names (0.95 vs 0.83)
