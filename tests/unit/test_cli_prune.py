@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import threading
@@ -104,16 +105,19 @@ def squeez(args: list[str], data: bytes | None = b"", env: dict | None = None, r
     return subprocess.run(cmd + args, input=data, capture_output=True, env=env, timeout=timeout)
 
 
-def start_while_backend_works(data: bytes, env: dict, tmp_path: Path) -> subprocess.Popen:
+def start_while_backend_works(data: bytes, env: dict, tmp_path: Path,
+                              sighup: object = signal.SIG_DFL) -> subprocess.Popen:
     """``squeez q`` over ``data`` with the test's sleepy backend, returned once the backend is running
-    (its pidfile exists): the moment the signal tests interrupt it."""
+    (its pidfile exists): the moment the signal tests interrupt it. ``sighup``: the disposition the
+    command starts with. Default, not inherited: a test run under ``nohup`` (which ignores SIGHUP in every
+    descendant) made squeez keep SIGHUP ignored, as it should, and the SIGHUP test fail."""
     pidfile = tmp_path / "child.pid"
-    # The command's 60 s default backend timeout raced the signal on a loaded CI machine (it fired first
-    # once: exit 0, output passed through): these tests interrupt the backend, they do not time it out
-    # (the sleepy backend itself sleeps 120 s, the real bound).
+    # A long backend timeout: a lost signal must show as a hang, not as the 60 s default's watchdog
+    # answering (exit 0, output passed through). The sleepy backend itself sleeps 120 s.
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env={"SQUEEZ_TIMEOUT": "900", **env, "TEST_CHILD_PIDFILE": str(pidfile)})
+                            env={"SQUEEZ_TIMEOUT": "900", **env, "TEST_CHILD_PIDFILE": str(pidfile)},
+                            preexec_fn=lambda: signal.signal(signal.SIGHUP, sighup))
     proc.stdin.write(data)
     proc.stdin.close()
     proc.stdin = None  # (communicate would flush it)

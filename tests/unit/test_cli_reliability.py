@@ -80,6 +80,20 @@ def test_sigterm_and_sighup_while_the_backend_works_print_the_input(env, tmp_pat
     assert signal.Signals(signum).name.encode() in stderr and b"Traceback" not in stderr
 
 
+def test_under_nohup_sighup_stays_ignored_and_sigterm_still_prints_the_input(env, tmp_path):
+    """`nohup cmd | squeez ...`: SIGHUP was ignored on purpose, so squeez keeps ignoring it (the hang-up
+    of the terminal must not end the run); SIGTERM still passes the input through."""
+    data = make_log()
+    proc = start_while_backend_works(data, env, tmp_path, sighup=signal.SIG_IGN)
+    proc.send_signal(signal.SIGHUP)
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=3)  # still working: a handled SIGHUP ends it at once (see the test above)
+    proc.send_signal(signal.SIGTERM)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM and stdout == data, stderr
+    assert b"SIGHUP" not in stderr and b"SIGTERM" in stderr
+
+
 def test_sigint_while_the_producer_still_writes_prints_what_was_read(env):
     """A hung `pytest | squeez`: Ctrl-C must not lose what was already piped."""
     proc = subprocess.Popen([str(SQUEEZ), "--backend", "bm25", "q"], stdin=subprocess.PIPE,
