@@ -169,8 +169,12 @@ def killable_url(encoder_urls, checkpoint):
 
 
 def test_a_killed_pruner_replica_is_answered_fail_open_never_500(killable_url):
-    """kill -9 of the pruner replica under load: the requests it held and those sent before Serve has
-    replaced it get the whole output (pruned=false, the reason) or a 503 with Retry-After, never a 500."""
+    """kill -9 of the pruner replica: the request it was scoring gets the whole output (pruned=false, the
+    reason); the load sent before Serve has replaced it gets that or a 503 with Retry-After, never a 500.
+
+    The kill lands while the replica is known to be scoring one big request (its call counter moved),
+    not at a random moment: a kill between requests leaves nothing in flight to answer, and under CI
+    load that happened (every later request waited in Serve's router for the new replica)."""
     import os
     import signal
     import threading
@@ -178,7 +182,8 @@ def test_a_killed_pruner_replica_is_answered_fail_open_never_500(killable_url):
 
     url = killable_url
     body = {"query": "which test failed", "tool_output": LOG}
-    killed_at: list[float] = []
+    big = {"query": "which test failed",
+           "tool_output": "\n".join(f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(20_000))}
     answers: list[tuple[float, requests.Response]] = []
     errors: list[BaseException] = []  # a reset connection is a lost answer too: it must fail the test
     stop = threading.Event()
@@ -192,37 +197,52 @@ def test_a_killed_pruner_replica_is_answered_fail_open_never_500(killable_url):
                 errors.append(error)
                 return
 
-    clients = [threading.Thread(target=client) for _ in range(8)]
+    def calls() -> int | None:
+        """The replica's pruner calls so far (None while it cannot answer /healthz's stats call)."""
+        batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
+        return batching["calls"] if batching else None
+
+    assert requests.post(f"{url}/v1/prune", json=body, timeout=120).json()["pruned"] is True  # up and pruning
+    held: list[requests.Response] = []
+    before = calls()
+    assert before is not None
+    scoring = threading.Thread(target=lambda: held.append(requests.post(f"{url}/v1/prune", json=big, timeout=120)))
+    scoring.start()
+    wait_until = time.monotonic() + 120  # bounds on waiting, not speed assertions
+    while calls() in (None, before):  # ~20 s of scoring on 2 cores: the kill lands inside it
+        assert time.monotonic() < wait_until and scoring.is_alive(), "the big request never reached the replica"
+        time.sleep(0.05)
+    pids = _pruner_pids("killable")
+    assert pids
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    clients = [threading.Thread(target=client) for _ in range(8)]  # load while Serve replaces the replica
     for thread in clients:
         thread.start()
     try:
-        warm_until = time.monotonic() + 120  # a bound on waiting, not a speed assertion
-        while len(answers) < 8 and not errors:  # the replica is busy with the load before it is killed
-            assert time.monotonic() < warm_until, "no answers before the kill"
-            time.sleep(0.1)
-        pids = _pruner_pids("killable")
-        assert pids
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        killed_at.append(time.monotonic())
         assert requests.get(f"{url}/healthz", timeout=60).status_code == 200  # the API replica is alive
-        deadline = killed_at[0] + 120  # a bound on waiting, not a speed assertion
+        scoring.join(timeout=120)
+        deadline = killed_at + 120
         # until a request sent after the kill is pruned again: Serve has replaced the replica
-        while time.monotonic() < deadline and not any(
-                sent > killed_at[0] and r.status_code == 200 and r.json()["pruned"] for sent, r in list(answers)):
+        while time.monotonic() < deadline and not errors and not any(
+                sent > killed_at and r.status_code == 200 and r.json()["pruned"] for sent, r in list(answers)):
             time.sleep(0.2)
     finally:
         stop.set()
         for thread in clients:
             thread.join()
     assert not errors, errors[:3]
+    [answer] = held
+    assert answer.status_code == 200, answer.text[:300]
+    assert answer.json()["pruned"] is False and answer.json()["text"] == big["tool_output"]
+    assert "replica died" in answer.json()["reason"], answer.json()["reason"]
     codes = [r.status_code for _, r in answers]
     assert set(codes) <= {200, 503}, [r.text[:200] for r in (r for _, r in answers) if r.status_code not in (200, 503)]
     assert all(int(r.headers["Retry-After"]) >= 1 for _, r in answers if r.status_code == 503)
     unpruned = [r.json() for _, r in answers if r.status_code == 200 and not r.json()["pruned"]]
     assert all(a["text"] == body["tool_output"] for a in unpruned)
-    assert any("replica died" in a["reason"] for a in unpruned), [a["reason"] for a in unpruned]
-    assert any(sent > killed_at[0] and r.status_code == 200 and r.json()["pruned"] for sent, r in answers), \
+    assert any(sent > killed_at and r.status_code == 200 and r.json()["pruned"] for sent, r in answers), \
         "the service did not recover after the pruner replica was killed"
 
 
