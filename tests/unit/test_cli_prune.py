@@ -105,19 +105,28 @@ def squeez(args: list[str], data: bytes | None = b"", env: dict | None = None, r
     return subprocess.run(cmd + args, input=data, capture_output=True, env=env, timeout=timeout)
 
 
+def default_signals(sighup: object = signal.SIG_DFL) -> None:
+    """preexec_fn of the signal tests: the command starts with SIGINT, SIGTERM and SIGHUP at their defaults,
+    not as inherited. A run launched under ``nohup`` ignores SIGHUP in every descendant, one launched as a
+    background job of a script ignores SIGINT; squeez rightly keeps an ignored signal ignored, and the
+    tests of those signals hung (two local CI runs)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_DFL)
+    signal.signal(signal.SIGHUP, sighup)
+
+
 def start_while_backend_works(data: bytes, env: dict, tmp_path: Path,
                               sighup: object = signal.SIG_DFL) -> subprocess.Popen:
     """``squeez q`` over ``data`` with the test's sleepy backend, returned once the backend is running
     (its pidfile exists): the moment the signal tests interrupt it. ``sighup``: the disposition the
-    command starts with. Default, not inherited: a test run under ``nohup`` (which ignores SIGHUP in every
-    descendant) made squeez keep SIGHUP ignored, as it should, and the SIGHUP test fail."""
+    command starts with (``default_signals``)."""
     pidfile = tmp_path / "child.pid"
     # A long backend timeout: a lost signal must show as a hang, not as the 60 s default's watchdog
     # answering (exit 0, output passed through). The sleepy backend itself sleeps 120 s.
     proc = subprocess.Popen([sys.executable, "-c", RUNNER, "--backend", "sleepy", "q"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env={"SQUEEZ_TIMEOUT": "900", **env, "TEST_CHILD_PIDFILE": str(pidfile)},
-                            preexec_fn=lambda: signal.signal(signal.SIGHUP, sighup))
+                            preexec_fn=lambda: default_signals(sighup))
     proc.stdin.write(data)
     proc.stdin.close()
     proc.stdin = None  # (communicate would flush it)

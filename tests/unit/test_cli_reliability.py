@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_cli_prune import SQUEEZ, answer_lines, make_log, squeez, start_while_backend_works
+from test_cli_prune import SQUEEZ, answer_lines, default_signals, make_log, squeez, start_while_backend_works
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_under_nohup_sighup_stays_ignored_and_sigterm_still_prints_the_input(env
 def test_sigint_while_the_producer_still_writes_prints_what_was_read(env):
     """A hung `pytest | squeez`: Ctrl-C must not lose what was already piped."""
     proc = subprocess.Popen([str(SQUEEZ), "--backend", "bm25", "q"], stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, preexec_fn=default_signals)
     got: dict[str, bytes] = {}
     readers = [threading.Thread(target=lambda k=k, f=f: got.__setitem__(k, f.read()))
                for k, f in (("out", proc.stdout), ("err", proc.stderr))]
