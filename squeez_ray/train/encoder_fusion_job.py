@@ -90,14 +90,12 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
     encoder_points = fit.sweep(p_dev, y_dev, bridge)
     results["encoder"] = {**fit.summarize(encoder_points, args.recall_target),
                           "at_own_default": _at_threshold(p_dev, y_dev, bridge, _own_threshold(settings))}
-    models = {}
+    models, specs = {}, {}
     for set_name, features in VARIANTS.items():
         for kind in [k for k in KINDS if k in args.kinds.split(",")]:
             name, best = f"{set_name} ({kind})", None
             for setting in [value for k, value in COMBINERS if k == kind]:
-                model = (fit.fit_logistic(x_train, y_train, features, l2=setting) if kind == "logistic"
-                         else fit.fit_trees(x_train, y_train, features, max_depth=setting,
-                                            monotone=kind == "trees-monotone")[0])
+                model = fit_combiner(kind, setting, x_train, y_train, features)
                 fused = [model.probabilities(x) for x in x_dev]
                 summary = fit.summarize(fit.sweep(fused, y_dev, bridge), args.recall_target)
                 key = _selection_key(summary)
@@ -105,6 +103,7 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
                     best = (key, setting, model, summary, fused)
             _, setting, model, summary, fused = best
             models[name] = (model, fused)
+            specs[name] = (kind, setting, features)
             results[name] = {**summary, ("l2" if kind == "logistic" else "max_depth"): setting}
             if kind == "logistic":
                 results[name]["weights"] = dict(zip(model.features, np.round(model.weights, 3).tolist()))
@@ -113,7 +112,7 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
               "dev_lines": int(sum(len(y) for y in y_dev)), "recall_target": args.recall_target,
               "winner": winner, "variants": results}
     if getattr(args, "learning_curve", False):
-        report["learning_curve"] = learning_curve(winner, results[winner], used_train, x_train, y_train,
+        report["learning_curve"] = learning_curve(specs[winner], used_train, x_train, y_train,
                                                   x_dev, y_dev, bridge, args.recall_target)
     report["summary"] = {name: _brief(r) for name, r in results.items()} | {"winner": winner,
                                                                           "train_examples": len(used_train),
@@ -133,14 +132,23 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
     return report
 
 
-def learning_curve(winner: str, chosen: dict[str, Any], used_train, x_train, y_train, x_dev, y_dev, bridge: int,
-                   recall_target: float, shares=(0.25, 0.5, 1.0)) -> list[dict[str, Any]]:
-    """The winning combiner refitted on a seeded share of the train *outputs* (all queries of an output
-    stay together) and measured on the same dev rows: does more fusion data still help?"""
+def fit_combiner(kind: str, setting: float, xs, ys, features: tuple[str, ...]):
+    """One combiner of ``COMBINERS``: logistic at L2 ``setting``, or (monotone) trees of depth ``setting``."""
     from squeez_ray.train import encoder_fusion_fit as fit
 
-    set_name, kind = winner.rsplit(" (", 1)
-    kind, features = kind.rstrip(")"), VARIANTS[set_name]
+    if kind == "logistic":
+        return fit.fit_logistic(xs, ys, features, l2=setting)
+    return fit.fit_trees(xs, ys, features, max_depth=setting, monotone=kind == "trees-monotone")[0]
+
+
+def learning_curve(spec: tuple[str, float, tuple[str, ...]], used_train, x_train, y_train, x_dev, y_dev,
+                   bridge: int, recall_target: float, shares=(0.25, 0.5, 1.0)) -> list[dict[str, Any]]:
+    """The winning combiner (``spec``: kind, setting, features) refitted on a seeded share of the train
+    *outputs* (all queries of an output stay together) and measured on the same dev rows: does more fusion
+    data still help?"""
+    from squeez_ray.train import encoder_fusion_fit as fit
+
+    kind, setting, features = spec
     outputs = sorted({str(r["tool_output"]) for r in used_train})
     np.random.default_rng(23).shuffle(outputs)
     curve = []
@@ -148,9 +156,7 @@ def learning_curve(winner: str, chosen: dict[str, Any], used_train, x_train, y_t
         keep = set(outputs[: max(1, round(share * len(outputs)))])
         rows = [i for i, r in enumerate(used_train) if str(r["tool_output"]) in keep]
         xs, ys = [x_train[i] for i in rows], [y_train[i] for i in rows]
-        model = (fit.fit_logistic(xs, ys, features, l2=chosen["l2"]) if kind == "logistic"
-                 else fit.fit_trees(xs, ys, features, max_depth=chosen["max_depth"],
-                                    monotone=kind == "trees-monotone")[0])
+        model = fit_combiner(kind, setting, xs, ys, features)
         summary = fit.summarize(fit.sweep([model.probabilities(x) for x in x_dev], y_dev, bridge), recall_target)
         curve.append({"share": share, "outputs": len(keep), "examples": len(rows), **_brief(summary)})
     return curve
