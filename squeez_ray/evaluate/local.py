@@ -26,7 +26,9 @@ TokenCounter = Callable[[str], int]
 
 # Per-example row columns besides the metrics, in the order per_example.parquet shows them.
 ID_COLUMNS = ("system", "example_index", "instance_id", "tool_type", "source")
-COST_COLUMNS = ("pruned", "reason", "latency_ms", "input_tokens", "output_tokens", "unmatched_lines", "pred_spans")
+COST_COLUMNS = ("pruned", "reason", "latency_ms", "input_tokens", "output_tokens", "unmatched_lines", "answers",
+                "unparsed_answers", "answer_lines", "fuzzy_lines", "pred_spans")
+ANSWER_COLUMNS = ("answers", "unparsed_answers", "answer_lines", "fuzzy_lines")  # generative backends only
 
 
 def gold_pairs(example: Mapping[str, Any]) -> list[tuple[int, int]]:
@@ -49,6 +51,7 @@ def score_row(example: Mapping[str, Any], result: PruneResult | Mapping[str, Any
         "pruned": bool(r.get("pruned", True)), "reason": r.get("reason"),
         "latency_ms": float(r.get("latency_ms") or 0.0), "input_tokens": int(r.get("input_tokens") or 0),
         "output_tokens": int(r.get("output_tokens") or 0), "unmatched_lines": int(r.get("unmatched_lines") or 0),
+        **{key: int(r.get(key) or 0) for key in ANSWER_COLUMNS},
         "pred_spans": [[s, e] for s, e in pred],
     }
 

@@ -204,7 +204,27 @@ def summarize(rows: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     out["n"] = len(rows)
     out["n_negatives"] = len(negatives)
     out["n_unpruned"] = sum(1 for r in rows if r.get("pruned") is False)
+    out.update(answer_rates(rows))
     return {**{k: out[k] for k in REQUIRED_KEYS}, **{k: v for k, v in out.items() if k not in REQUIRED_KEYS}}
+
+
+def answer_rates(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """How well a generative model kept to the answer contract, pooled over all its answers (none
+    for backends that write no answers): ``answers_parsed``, the share of answers with the answer
+    tags opened and closed; ``lines_verbatim``, the share of the non-blank lines it wrote that equal
+    a source line (up to whitespace); ``lines_dropped``, the share that matched no source line even
+    by the fuzzy pass (hallucinated: counted here, never returned)."""
+    answers = sum(int(r.get("answers") or 0) for r in rows)
+    if not answers:
+        return {}
+    written = sum(int(r.get("answer_lines") or 0) for r in rows)
+    fuzzy = sum(int(r.get("fuzzy_lines") or 0) for r in rows)
+    dropped = sum(int(r.get("unmatched_lines") or 0) for r in rows)
+    out = {"answers_parsed": 1.0 - sum(int(r.get("unparsed_answers") or 0) for r in rows) / answers}
+    if written:
+        out["lines_verbatim"] = (written - fuzzy - dropped) / written
+        out["lines_dropped"] = dropped / written
+    return out
 
 
 def summarize_by_tool(rows: Sequence[Mapping[str, Any]], key: str = "tool_type") -> dict[str, dict[str, Any]]:

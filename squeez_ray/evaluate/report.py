@@ -14,7 +14,8 @@ PAPER_COLUMNS = (("P", "precision"), ("R", "recall"), ("strict F1", "strict_f1")
 EXTRA_COLUMNS = (("line P", "line_precision"), ("line R", "line_recall"), ("line F1", "line_f1"),
                  ("char compr.", "char_compression"), ("token compr.", "token_compression"),
                  ("span R@0.5", "span_recall"), ("ms/example", "latency_ms"), ("in tok", "input_tokens"),
-                 ("out tok", "output_tokens"), ("unpruned", "n_unpruned"))
+                 ("out tok", "output_tokens"), ("unpruned", "n_unpruned"), ("parsed", "answers_parsed"),
+                 ("verbatim", "lines_verbatim"), ("dropped", "lines_dropped"))
 
 
 def _cell(value: Any, key: str) -> str:

@@ -41,6 +41,13 @@ class PruneResult:
     input_tokens: int = 0
     output_tokens: int = 0
     unmatched_lines: int = 0  # generated lines that matched no source line (dropped)
+    # How well a generative model kept to the answer contract (0 for other backends): its answers
+    # (one per chunk), those without the answer tags or cut at the token limit, the non-blank lines
+    # it wrote, and those that matched a source line only by the fuzzy pass (not verbatim).
+    answers: int = 0
+    unparsed_answers: int = 0
+    answer_lines: int = 0
+    fuzzy_lines: int = 0
 
     @property
     def compression(self) -> float:

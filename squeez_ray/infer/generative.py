@@ -253,8 +253,8 @@ class GenerativePruner(Pruner):
         if len(generations) != len(prepared.jobs):
             raise ValueError(f"got {len(generations)} generations for {len(prepared.jobs)} jobs")
         kept: list[set[int]] = [set() for _ in prepared.requests]
-        stats = [{"input_tokens": 0, "output_tokens": 0, "unmatched_lines": 0, "chunks": 0, "cut": 0}
-                 for _ in prepared.requests]
+        stats = [{"input_tokens": 0, "output_tokens": 0, "unmatched_lines": 0, "chunks": 0, "cut": 0,
+                  "unparsed": 0, "answer_lines": 0, "fuzzy_lines": 0} for _ in prepared.requests]
         for job, generation in zip(prepared.jobs, generations):
             parsed = parse_target(generation.text)
             mapping = map_lines_to_spans(parsed.lines, job.lines, threshold=self.options.fuzzy_threshold,
@@ -266,6 +266,11 @@ class GenerativePruner(Pruner):
             s["unmatched_lines"] += mapping.unmatched
             s["chunks"] += 1
             s["cut"] += 0 if parsed.complete else 1
+            # Parsed: the contract's tags, opened and closed (or the legacy JSON); bare text or a
+            # reply cut at the token limit is mapped all the same, but counted here.
+            s["unparsed"] += 0 if parsed.complete and parsed.format != "bare" else 1
+            s["answer_lines"] += sum(1 for line in parsed.lines if line.strip())
+            s["fuzzy_lines"] += mapping.fuzzy
         results = []
         for request, lines, s in zip(prepared.requests, kept, stats):
             notes = []
@@ -276,7 +281,8 @@ class GenerativePruner(Pruner):
             results.append(make_result(
                 request.tool_output, spans_from_line_numbers(lines), model=self.name, render_options=render_options,
                 reason="; ".join(notes) or None, input_tokens=s["input_tokens"], output_tokens=s["output_tokens"],
-                unmatched_lines=s["unmatched_lines"]))
+                unmatched_lines=s["unmatched_lines"], answers=s["chunks"], unparsed_answers=s["unparsed"],
+                answer_lines=s["answer_lines"], fuzzy_lines=s["fuzzy_lines"]))
         return results
 
     def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:

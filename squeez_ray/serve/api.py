@@ -121,6 +121,12 @@ class PruneAnswer(BaseModel):
     input_tokens: int = Field(0, description="Prompt tokens (model backends).")
     output_tokens: int = Field(0, description="Generated tokens (model backends).")
     unmatched_lines: int = Field(0, description="Generated lines that matched no source line and were dropped.")
+    answers: int = Field(0, description="Model answers behind this result (one per chunk; 0 for non-model backends).")
+    unparsed_answers: int = Field(0, description="Answers without the answer tags opened and closed (cut at the "
+                                                 "token limit, or bare text); their lines are still mapped.")
+    answer_lines: int = Field(0, description="Non-blank lines the model wrote.")
+    fuzzy_lines: int = Field(0, description="Written lines that matched a source line only approximately (the "
+                                            "source's own line is returned).")
 
 
 class BatchAnswer(BaseModel):
