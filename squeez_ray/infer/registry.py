@@ -103,7 +103,10 @@ def add_backend_arguments(parser: Any) -> None:
     group.add_argument("--api-key", help="bearer token for the server (default: $SQUEEZ_API_KEY)")
     group.add_argument("--timeout", dest="timeout_s", type=float, help="seconds per request before failing open")
     group.add_argument("--batch-size", type=int, help="requests per engine batch")
-    group.add_argument("--max-context-tokens", type=int, help="prompt budget; longer outputs are chunked")
+    group.add_argument("--max-context-tokens", type=int, help="prompt budget; longer outputs are chunked (vllm: "
+                       "also the engine's max_model_len)")
+    group.add_argument("--max-new-tokens", type=int, help="cap on one model answer (default: follows the chunk's "
+                       "size, up to a quarter of the context)")
     group.add_argument("--fuzzy-threshold", type=float, help="rapidfuzz score (0-100) to map a generated line")
     group.add_argument("--keep-ratio", type=float, help="share of lines the baselines keep (default 0.10)")
     group.add_argument("--seed", type=int, help="seed of the random baseline")

@@ -61,5 +61,10 @@ def build_vllm(options: Any) -> GenerativePruner:
     from squeez_ray.hub import resolve_model
 
     model_dir = resolve_model(options.model, what="--model")
-    engine = VllmEngine(model_dir, engine_kwargs=options.engine_kwargs, seed=options.seed, dtype=options.dtype)
+    engine_kwargs = dict(options.engine_kwargs or {})
+    if options.max_context_tokens:
+        # The prompt budget is the engine's context too: vLLM would otherwise reserve KV cache for the
+        # model's full context (32k for Gemma 3 270M), more than a laptop's cache holds.
+        engine_kwargs.setdefault("max_model_len", int(options.max_context_tokens))
+    engine = VllmEngine(model_dir, engine_kwargs=engine_kwargs, seed=options.seed, dtype=options.dtype)
     return GenerativePruner(engine, options, model_dir=model_dir)
