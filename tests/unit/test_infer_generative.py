@@ -93,6 +93,37 @@ def test_prepare_and_assemble_let_a_caller_drive_its_own_engine():
         pruner.assemble(prepared, generations[:1])
 
 
+def test_answers_count_their_contract_keeping():
+    """Parsed answers, written lines, fuzzy and dropped lines are counted per result, so an
+    evaluation can report how often a model keeps the answer format and copies lines verbatim."""
+    pruner = build_pruner("fake")
+    prepared = pruner.prepare([PruneRequest("q", PYTEST_LOG), PruneRequest("q", "alpha\nbeta\ngamma"),
+                               PruneRequest("q", "alpha\nbeta\ngamma")])
+    generations = [
+        # tags, one verbatim line, one near copy (fuzzy), one invented line, one blank line
+        Generation("<relevant_lines>\ntests/test_io.py::test_close PASSED\n"
+                   "tests/test_io.py::test_write FAILEDD\n\ninvented line\n</relevant_lines>"),
+        Generation("gamma\nbeta"),  # no tags: mapped, but not a parsed answer
+        Generation("<relevant_lines>\nbeta\n"),  # opened and never closed (cut at the limit)
+    ]
+    tagged, bare, cut = pruner.assemble(prepared, generations)
+    assert (tagged.answers, tagged.unparsed_answers, tagged.answer_lines) == (1, 0, 3)
+    assert (tagged.fuzzy_lines, tagged.unmatched_lines) == (1, 1)
+    assert (bare.answers, bare.unparsed_answers, bare.answer_lines, bare.fuzzy_lines) == (1, 1, 2, 0)
+    assert (cut.unparsed_answers, cut.answer_lines) == (1, 1) and cut.spans == [[2, 2]]
+
+
+def test_answer_rates_pool_answers_and_lines_and_skip_other_backends():
+    from squeez_ray.evaluate.metrics import answer_rates
+
+    rows = [{"answers": 2, "unparsed_answers": 1, "answer_lines": 6, "fuzzy_lines": 1, "unmatched_lines": 2},
+            {"answers": 2, "unparsed_answers": 0, "answer_lines": 4, "fuzzy_lines": 0, "unmatched_lines": 0}]
+    assert answer_rates(rows) == {"answers_parsed": 0.75, "lines_verbatim": 0.7, "lines_dropped": 0.2}
+    assert answer_rates([{"answers": 0, "unmatched_lines": 0}]) == {}  # an encoder writes no answers
+    # Negatives answered empty: every answer parsed, no lines written, no line shares.
+    assert answer_rates([{"answers": 1, "unparsed_answers": 0, "answer_lines": 0}]) == {"answers_parsed": 1.0}
+
+
 def test_reply_cut_at_the_token_limit_is_noted():
     pruner = build_pruner("fake", max_new_tokens=48)
     result = pruner.prune("step", "\n".join(f"step {i}" for i in range(400)))
@@ -151,3 +182,23 @@ def test_too_small_answer_limit_is_refused_not_silently_blanked():
     with pytest.raises(ValueError, match="max_new_tokens=24 is too small"):
         build_pruner("fake", BackendOptions(max_new_tokens=24))
     assert build_pruner("fake", BackendOptions(max_new_tokens=64)) is not None
+
+
+def test_vllm_context_follows_the_prompt_budget_unless_engine_kwargs_say(monkeypatch, tmp_path):
+    """--max-context-tokens is vLLM's max_model_len too: without it vLLM reserves KV cache for the
+    model's whole context (32k for Gemma 3 270M), more than a laptop's cache holds."""
+    import squeez_ray.infer.vllm_engine as vllm_engine
+
+    seen = []
+
+    class Recorder:
+        def __init__(self, model_dir, *, engine_kwargs=None, seed=0, dtype=None):
+            seen.append(engine_kwargs)
+            self.max_context_tokens, self.tokenizer, self.model_name = 4096, None, "m"
+
+    monkeypatch.setattr(vllm_engine, "VllmEngine", Recorder)
+    vllm_engine.build_vllm(BackendOptions(model=str(tmp_path), max_context_tokens=4096))
+    vllm_engine.build_vllm(BackendOptions(model=str(tmp_path), max_context_tokens=4096,
+                                          engine_kwargs={"max_model_len": 2048}))
+    vllm_engine.build_vllm(BackendOptions(model=str(tmp_path)))
+    assert seen == [{"max_model_len": 4096}, {"max_model_len": 2048}, {}]
