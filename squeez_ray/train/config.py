@@ -26,6 +26,9 @@ class ModelSection:
     # config.json fields (model_type included); ``base`` is then only a label.
     random_init: bool = False
     architecture: dict[str, Any] = field(default_factory=dict)  # random_init only: config fields of the architecture (model_type first)
+    # A LoRA adapter directory (a checkpoint of this recipe, e.g. the shipped adapters/gemma270m-squeez-lora)
+    # to go on training instead of starting a fresh adapter; its rank and alpha must equal the lora section's.
+    init_adapter: str | None = None
 
     def validate(self) -> list[str]:
         problems = []
@@ -33,6 +36,8 @@ class ModelSection:
             problems.append("base: required (a hub id, a checkpoint directory, or one of " + ", ".join(TINY_MODELS) + ")")
         if self.random_init and "model_type" not in self.architecture:
             problems.append("architecture: random_init needs the architecture's config fields, model_type included")
+        if self.init_adapter and self.random_init:
+            problems.append("init_adapter: an adapter trained on real weights means nothing on random ones")
         if self.architecture and not self.random_init:
             problems.append("architecture: only read when random_init is true; remove it or set random_init: true")
         return problems

@@ -208,7 +208,7 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     Ray Train serialises a worker's return value, and results go through the session's reports.
     """
     from squeez_ray.train.kernels import warn_if_slow_kernels
-    from squeez_ray.train.model import apply_lora, load_base_model, load_tokenizer
+    from squeez_ray.train.model import apply_lora, continue_lora, load_base_model, load_tokenizer
 
     cfg = loop_config["config"]
     session = loop_config.get("session")
@@ -224,8 +224,11 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
     from transformers import set_seed
 
     set_seed(cfg.train.seed)  # the adapter's initial weights too (the Trainer seeds only after they exist)
-    model = apply_lora(load_base_model(loop_config["base"], cfg.model), cfg.lora,
-                       gradient_checkpointing=cfg.model.gradient_checkpointing)
+    base_model = load_base_model(loop_config["base"], cfg.model)
+    if cfg.model.init_adapter:
+        model = continue_lora(base_model, cfg.model.init_adapter, gradient_checkpointing=cfg.model.gradient_checkpointing)
+    else:
+        model = apply_lora(base_model, cfg.lora, gradient_checkpointing=cfg.model.gradient_checkpointing)
     warn_if_slow_kernels(model, use_gpu=cfg.scaling.use_gpu and not cfg.train.use_cpu)
     dataset = _shard_dataset_class()(session.dataset_shard(), loop_config["n_batches"], tokenizer.pad_token_id)
     output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{session.rank}-")

@@ -112,6 +112,18 @@ def apply_lora(model: Any, lora_cfg: LoraSection, *, gradient_checkpointing: boo
     return peft_model
 
 
+def continue_lora(model: Any, adapter_dir: str, *, gradient_checkpointing: bool = False) -> Any:
+    """Wrap ``model`` with the trained LoRA adapter in ``adapter_dir``, trainable, to go on training it."""
+    from peft import PeftModel
+
+    if gradient_checkpointing:
+        model.enable_input_require_grads()
+    peft_model = PeftModel.from_pretrained(model, adapter_dir, is_trainable=True)
+    trainable, total = peft_model.get_nb_trainable_parameters()
+    log.info("LoRA from %s: %d trainable of %d parameters", adapter_dir, trainable, total)
+    return peft_model
+
+
 def lora_target_names(peft_model: Any) -> list[str]:
     """The leaf module names LoRA wrapped (e.g. q_proj, in_proj_qkv, down_proj), for manifests and tests."""
     names = set()

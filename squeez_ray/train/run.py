@@ -45,6 +45,24 @@ def _is_uri(path: str) -> bool:
     return "://" in path
 
 
+def init_adapter_problems(config: TrainConfig) -> list[str]:
+    """model.init_adapter must be a PEFT LoRA directory of the lora section's rank and alpha: the
+    manifest and the merge describe the adapter by that section."""
+    path = Path(config.model.init_adapter).expanduser()
+    adapter_config = path / "adapter_config.json"
+    if not adapter_config.is_file():
+        return [f"model.init_adapter: {path} holds no adapter_config.json (a LoRA checkpoint directory)"]
+    try:
+        found = json.loads(adapter_config.read_text())
+    except json.JSONDecodeError as error:
+        return [f"model.init_adapter: {adapter_config} is not valid JSON ({error})"]
+    wanted = {"r": config.lora.r, "lora_alpha": config.lora.alpha}
+    if any(found.get(key) != value for key, value in wanted.items()):
+        return [f"model.init_adapter: {path} has r={found.get('r')} alpha={found.get('lora_alpha')}, the lora section "
+                f"says r={config.lora.r} alpha={config.lora.alpha}; make them agree"]
+    return []
+
+
 def check_inputs(config: TrainConfig) -> None:
     """The filesystem checks validate() leaves to job start: every problem at once."""
     problems = []
@@ -65,6 +83,8 @@ def check_inputs(config: TrainConfig) -> None:
             and not is_packaged(base) \
             and not _is_uri(base) and not Path(base).expanduser().is_dir():
         problems.append(f"model.base: {base} is no checkpoint directory (and not a hub id like Org/name)")
+    if config.model.init_adapter:
+        problems += init_adapter_problems(config)
     if _is_uri(config.run.storage_path) and (config.model.random_init or base.startswith("tiny-")):
         problems.append("model.base: tiny / random bases are built on the driver and need a local run.storage_path")
     if problems:
@@ -122,6 +142,8 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     from squeez_ray.train.model import resolve_base
 
     check_inputs(config)
+    if config.model.init_adapter:  # workers may start in another directory
+        config.model.init_adapter = str(Path(config.model.init_adapter).expanduser().resolve())
     init_ray(log_to_driver=True)  # workers' training logs are the job's progress
     _check_shared_storage(config.run.storage_path)
     plan = None
