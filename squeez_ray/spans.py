@@ -88,6 +88,8 @@ def render(lines: Sequence[str], spans: Sequence[Sequence[int]], *, line_numbers
         for n in range(start, end + 1):
             out.append(f"{n:>{width}}: {lines[n - 1]}" if line_numbers else lines[n - 1])
         previous_end = end
-    if markers and spans and previous_end < len(lines):
+    # Nothing kept still says what was cut: an empty answer with markers on is one marker line, so a
+    # re-pruned observation never turns silently blank.
+    if markers and previous_end < len(lines):
         out.append(f"... [{len(lines) - previous_end} lines omitted]")
     return "\n".join(out)

@@ -242,3 +242,15 @@ def test_vllm_on_a_small_cpu_machine_reserves_no_core_for_its_scheduler(monkeypa
     monkeypatch.setenv("VLLM_CPU_NUM_OF_RESERVED_CPU", "1")  # a user's choice stays
     vllm_engine._cpu_engine_defaults({})
     assert os.environ["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+
+
+def test_an_empty_answer_with_markers_says_what_was_cut():
+    """Re-pruning writes the rendered text into the stored run: an empty answer must not turn an
+    observation silently blank (seen with the Gemma adapter on a SWE-agent run)."""
+    from squeez_ray.spans import render
+
+    lines = ["a", "b", "c"]
+    assert render(lines, [], markers=True) == "... [3 lines omitted]"
+    assert render(lines, []) == ""  # without markers the answer is the kept lines: none
+    assert render(lines, [[1, 3]], markers=True) == "a\nb\nc"
+    assert render(lines, [[2, 2]], markers=True) == "... [1 lines omitted]\nb\n... [1 lines omitted]"
