@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,29 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
         os.replace(tmp_path, target)
     except BaseException:
         tmp_path.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path) -> Iterator[Path]:
+    """Yield an empty folder beside ``path``; on success it replaces ``path`` (a folder there is
+    removed first) with the usual permissions, else it is removed. Callers check overwriting first."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield staging
+        # mkdtemp makes an owner-only folder (and some writers owner-only files): give the output the
+        # usual permissions, as any other
+        os.chmod(staging, 0o777 & ~_current_umask())
+        for written in staging.iterdir():
+            if written.is_file():
+                os.chmod(written, _FILE_MODE)
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
         raise
 
 

@@ -13,12 +13,11 @@ The folder appears whole or not at all.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from squeez_ray.io_utils import atomic_dir
 from squeez_ray.train.loop import METADATA_FILE
 from squeez_ray.train.merge import MergeError, find_checkpoint
 
@@ -51,25 +50,10 @@ def export_adapter(checkpoint: str | Path, out_dir: str | Path, *, base_name: st
     adapter_config["base_model_name_or_path"] = base
     weights = {k: v.to(getattr(torch, dtype)).contiguous() for k, v in load_file(source / ADAPTER_WEIGHTS).items()}
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:
         save_file(weights, staging / ADAPTER_WEIGHTS, metadata={"format": "pt"})
         (staging / ADAPTER_CONFIG).write_text(json.dumps(adapter_config, indent=2) + "\n")
         (staging / METADATA_FILE).write_text(json.dumps(meta, indent=2) + "\n")
         for keep in out.glob("*.md") if out.is_dir() else ():  # a model card written beside it stays
             shutil.copy2(keep, staging / keep.name)
-        # mkdtemp makes an owner-only folder (and safetensors an owner-only file): give the export the
-        # usual permissions, as any other output
-        mask = os.umask(0)
-        os.umask(mask)
-        os.chmod(staging, 0o777 & ~mask)
-        for written in staging.iterdir():
-            os.chmod(written, 0o666 & ~mask)
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return meta

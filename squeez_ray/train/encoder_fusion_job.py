@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ def _cached(rows, cache_dir: Path, score) -> dict[str, np.ndarray]:
 def run(args) -> dict[str, Any]:
     from squeez_ray.infer.encoder_fusion import fuse_all  # noqa: F401 (the runtime applies the same model)
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG
+    from squeez_ray.io_utils import atomic_dir
     from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
     from squeez_ray.train import encoder_fusion_fit as fit
     from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
@@ -206,9 +206,7 @@ def write_fused_model(model_dir: Path, out: Path, model, fused_dev, y_dev, bridg
         recall_first_target,
     )
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:
         for path in model_dir.iterdir():
             if path.is_file():
                 shutil.copy2(path, staging / path.name)
@@ -223,12 +221,6 @@ def write_fused_model(model_dir: Path, out: Path, model, fused_dev, y_dev, bridg
         settings["threshold"] = best["threshold"]
         settings["default_recall_target"] = recall_first_target(curve, min_compression)
         (staging / ENCODER_CONFIG).write_text(json.dumps(settings, indent=2) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
 
 
 def ship_fused(fused_dir: Path, report: dict[str, Any]) -> dict[str, Any]:

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-import pytest
 import torch
 
-REPO = Path(__file__).resolve().parents[2]
-
+from squeez_ray.testing.jobs import load_job
 
 def _checkpoint(tmp_path: Path, base: Path) -> Path:
     """A training checkpoint as Ray Train leaves it: adapter, optimizer state, squeez_train.json."""
@@ -33,11 +30,6 @@ def _checkpoint(tmp_path: Path, base: Path) -> Path:
     return folder
 
 
-def _job():
-    spec = importlib.util.spec_from_file_location("export_adapter_job", REPO / "jobs" / "export_adapter.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_export_keeps_the_adapter_in_bf16_names_the_base_and_merges(tmp_path, tiny_qwen3_dir):
@@ -47,7 +39,7 @@ def test_export_keeps_the_adapter_in_bf16_names_the_base_and_merges(tmp_path, ti
 
     source = _checkpoint(tmp_path, tiny_qwen3_dir)
     out = tmp_path / "shipped"
-    assert _job().main([str(source.parent), "--out", str(out), "--base-name", str(tiny_qwen3_dir)]) == 0
+    assert load_job("export_adapter").main([str(source.parent), "--out", str(out), "--base-name", str(tiny_qwen3_dir)]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["adapter_config.json", "adapter_model.safetensors",
                                                      "squeez_train.json"]
     original, exported = load_file(source / "adapter_model.safetensors"), load_file(out / "adapter_model.safetensors")
@@ -66,7 +58,7 @@ def test_export_refuses_to_overwrite_and_keeps_a_model_card(tmp_path, tiny_qwen3
     out = tmp_path / "shipped"
     out.mkdir()
     (out / "MODEL_CARD.md").write_text("# card\n")
-    job = _job()
+    job = load_job("export_adapter")
     assert job.main([str(source), "--out", str(out)]) == 2
     assert "exists" in capsys.readouterr().err
     assert job.main([str(source), "--out", str(out), "--overwrite", "--dtype", "float32"]) == 0

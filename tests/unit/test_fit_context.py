@@ -2,18 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _job():
-    spec = importlib.util.spec_from_file_location("fit_context_job", REPO / "jobs" / "fit_context.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from squeez_ray.testing.jobs import load_job
 
 
 def _case(ident: str, lines: int) -> dict:
@@ -38,7 +29,7 @@ def test_keeps_the_fitting_examples_in_order_and_leaves_the_input(tmp_path, tiny
         c["query"], c["tool_output"], DEFAULT_SYSTEM_PROMPT), add_special_tokens=False)["input_ids"]) for c in cases}
     context = sizes["medium"] + 50  # medium fits with an answer of 50 tokens exactly; long does not
     out = tmp_path / "fit.jsonl"
-    code = _job().main(["--data", str(data), "--model", str(tiny_qwen3_dir), "--context-tokens", str(context),
+    code = load_job("fit_context").main(["--data", str(data), "--model", str(tiny_qwen3_dir), "--context-tokens", str(context),
                         "--answer-tokens", "50", "--out", str(out)])
     assert code == 0 and "2 of 3 examples fit" in capsys.readouterr().out
     assert [e["instance_id"] for e in read_examples(out)] == ["short", "medium"]
@@ -49,7 +40,7 @@ def test_keeps_the_fitting_examples_in_order_and_leaves_the_input(tmp_path, tiny
 def test_bad_arguments_are_one_line_errors(tmp_path, tiny_qwen3_dir, capsys):
     data = tmp_path / "cases.jsonl"
     data.write_text(json.dumps(_case("a", 3)) + "\n")
-    job = _job()
+    job = load_job("fit_context")
     assert job.main(["--data", str(data), "--model", str(tiny_qwen3_dir), "--out", str(data)]) == 2
     assert "never modified" in capsys.readouterr().err
     assert job.main(["--data", str(data), "--model", str(tmp_path / "absent"), "--out", str(tmp_path / "o.jsonl")]) == 2
