@@ -125,3 +125,49 @@ def test_gemma_cpu_recipe():
     assert (c.data.max_seq_length, c.data.overlong) == (1536, "drop")
     assert c.data.train_path == "data/handlabel/train.parquet"
     assert not c.scaling.use_gpu and c.train.use_cpu and c.scaling.num_workers == 1
+    # the one worker gets both cores (torch threads follow its CPUs) and every learning-curve point is kept
+    assert c.scaling.cpus_per_worker == 2 and c.train.max_steps // c.train.save_steps <= c.run.keep_checkpoints
+
+
+def test_init_adapter_must_be_a_lora_directory_of_the_configured_rank(tmp_path):
+    from squeez_ray.train.run import check_inputs, init_adapter_problems
+
+    with pytest.raises(ConfigError, match="random ones"):
+        load_config(TrainConfig, CONFIGS / "tiny_cpu.yaml", ["model.random_init=true", "model.architecture={model_type: qwen3}",
+                                                             f"model.init_adapter={tmp_path}"])
+    config = load_config(TrainConfig, CONFIGS / "tiny_cpu.yaml", [f"model.init_adapter={tmp_path}"])
+    assert "no adapter_config.json" in init_adapter_problems(config)[0]
+    (tmp_path / "adapter_config.json").write_text("{not json")
+    assert "not valid JSON" in init_adapter_problems(config)[0]
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 8, "lora_alpha": 32}))
+    problem, = init_adapter_problems(config)
+    assert "r=8 alpha=32" in problem and f"r={config.lora.r}" in problem
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": config.lora.r, "lora_alpha": config.lora.alpha}))
+    assert init_adapter_problems(config) == []
+    bad = load_config(TrainConfig, CONFIGS / "tiny_cpu.yaml", [f"model.init_adapter={tmp_path / 'absent'}"])
+    with pytest.raises(Exception, match="init_adapter"):  # every input problem at once, before Ray starts
+        check_inputs(bad)
+
+
+def test_the_shipped_adapter_is_what_its_recipe_trains():
+    """adapters/gemma270m-squeez-lora (the quickstart's served model) names its base portably, was
+    trained by gemma270m_lora_cpu.yaml on the current prompt layout, and can be trained on from
+    (model.init_adapter) by that config; its model card is beside it."""
+    from squeez_ray.prompt import PROMPT_FORMAT
+    from squeez_ray.train.run import init_adapter_problems
+
+    shipped = REPO / "adapters" / "gemma270m-squeez-lora"
+    meta = json.loads((shipped / "squeez_train.json").read_text())
+    assert meta["base_model"] == meta["base_model_path"] == "gemma-3-270m"
+    assert meta["prompt_format"] == PROMPT_FORMAT and meta["model_family"] == "gemma"
+    recipe = load_config(TrainConfig, CONFIGS / "gemma270m_lora_cpu.yaml")
+    trained = meta["config"]
+    assert trained["lora"] == {"r": recipe.lora.r, "alpha": recipe.lora.alpha, "dropout": recipe.lora.dropout,
+                               "target_modules": recipe.lora.target_modules}
+    assert (trained["train"]["max_steps"], trained["train"]["learning_rate"]) == (recipe.train.max_steps,
+                                                                                 recipe.train.learning_rate)
+    assert meta["global_step"] == recipe.train.max_steps
+    assert init_adapter_problems(load_config(TrainConfig, CONFIGS / "gemma270m_lora_cpu.yaml",
+                                             [f"model.init_adapter={shipped}"])) == []
+    assert (shipped / "adapter_model.safetensors").stat().st_size < 10_000_000  # bf16: a few MB in git
+    assert "## Measured quality" in (shipped / "MODEL_CARD.md").read_text()
