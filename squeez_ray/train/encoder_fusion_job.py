@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from squeez_ray.infer.encoder_fusion_features import FEATURES, LEXICAL
+from squeez_ray.io_utils import atomic_dir
 
 ENCODER_ONLY = ("enc_logit", "enc_rank", "enc_gap_to_max", "log_lines")
 SHAPE = ("blank", "line_len")
@@ -55,7 +56,6 @@ def _cached(rows, cache_dir: Path, score) -> dict[str, np.ndarray]:
 def run(args) -> dict[str, Any]:
     from squeez_ray.infer.encoder_fusion import fuse_all  # noqa: F401 (the runtime applies the same model)
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG
-    from squeez_ray.io_utils import atomic_dir
     from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
     from squeez_ray.train import encoder_fusion_fit as fit
     from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
