@@ -32,7 +32,15 @@ def fake_root(tmp_path, monkeypatch):
     for name in list(sys.modules):
         if name.split(".")[0] in ("fla", "causal_conv1d"):
             monkeypatch.delitem(sys.modules, name)
-    return tmp_path
+    before = set(sys.modules)
+    yield tmp_path
+    # The fake packages, and any transformers modeling module imported meanwhile, must not outlive the
+    # test: transformers binds a kernel when its modeling module is first imported, and a Qwen 3.5 model
+    # built later in this worker ran the fake "no kernel image" op (seen when xdist put the loss tests
+    # after these).
+    for name in set(sys.modules) - before:
+        if name.split(".")[0] in ("fla", "causal_conv1d") or name.startswith("transformers.models."):
+            del sys.modules[name]
 
 
 def test_present_but_broken_kernels_are_reported(fake_root):
