@@ -29,7 +29,6 @@ from squeez_ray.errors import JobError
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
-
 @dataclass
 class QuickstartConfig:
     out_dir: str = "runs/quickstart"  # data, run, merged model, eval, summary.json
@@ -48,7 +47,7 @@ class QuickstartConfig:
     # Over the Serve config's limits.request_timeout_s: a real model on a laptop's CPU needs minutes for
     # a long output (chunked, each chunk prefilled and answered); None keeps the config's.
     request_timeout_s: float | None = None
-    # Systems evaluated beside the tiny trained model: the encoder shipped in the package (a model that
+    # Systems evaluated beside the served model: the encoder shipped in the package (a model that
     # prunes, on ONNX Runtime, no training needed) and the heuristics.
     baselines: list[str] = field(default_factory=lambda: ["encoder=shipped-encoder", *BASELINES])
     notice: str = ""  # printed first and last: what the served model is, and what it is not

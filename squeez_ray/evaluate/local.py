@@ -26,9 +26,9 @@ TokenCounter = Callable[[str], int]
 
 # Per-example row columns besides the metrics, in the order per_example.parquet shows them.
 ID_COLUMNS = ("system", "example_index", "instance_id", "tool_type", "source")
-COST_COLUMNS = ("pruned", "reason", "latency_ms", "input_tokens", "output_tokens", "unmatched_lines", "answers",
-                "unparsed_answers", "answer_lines", "fuzzy_lines", "pred_spans")
 ANSWER_COLUMNS = ("answers", "unparsed_answers", "answer_lines", "fuzzy_lines")  # generative backends only
+COST_COLUMNS = ("pruned", "reason", "latency_ms", "input_tokens", "output_tokens", "unmatched_lines", *ANSWER_COLUMNS,
+                "pred_spans")
 
 
 def gold_pairs(example: Mapping[str, Any]) -> list[tuple[int, int]]:
