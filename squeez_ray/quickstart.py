@@ -47,6 +47,11 @@ class QuickstartConfig:
     # Over the Serve config's limits.request_timeout_s: a real model on a laptop's CPU needs minutes for
     # a long output (chunked, each chunk prefilled and answered); None keeps the config's.
     request_timeout_s: float | None = None
+    # Evaluate only the outputs the served model reads whole (prompt + the Serve config's pruner
+    # max_new_tokens within its engine max_model_len), the first eval_limit of them: one model call per
+    # output, so even a loaded laptop CPU answers each call well within the timeout (a 534-line output cut
+    # into chunks took Gemma 180-300 s). False: the first eval_limit outputs, whatever their length.
+    eval_whole_outputs: bool = False
     # Systems evaluated beside the served model: the encoder shipped in the package (a model that
     # prunes, on ONNX Runtime, no training needed) and the heuristics.
     baselines: list[str] = field(default_factory=lambda: ["encoder=shipped-encoder", *BASELINES])
@@ -132,15 +137,21 @@ def demo_tool_output(workdir: Path) -> tuple[str, str]:
     return run.stdout + run.stderr, "which test failed and why"
 
 
+def _serve_spec(config: QuickstartConfig) -> dict[str, Any]:
+    """The Serve config file of ``config.serve_config``, parsed."""
+    import yaml
+
+    path = Path(config.serve_config)
+    return yaml.safe_load((path if path.exists() else REPO_ROOT / path).read_text())
+
+
 def _serve_app(config: QuickstartConfig, merged_dir: str):
     """Start the Serve app of ``config.serve_config`` with the merged checkpoint, on loopback."""
-    import yaml
     from ray import serve
 
     from squeez_ray.serve.app import build_app
 
-    path = Path(config.serve_config)
-    spec = yaml.safe_load((path if path.exists() else REPO_ROOT / path).read_text())
+    spec = _serve_spec(config)
     application = spec["applications"][0]
     args = dict(application.get("args") or {})
     args["model"] = merged_dir
@@ -154,6 +165,26 @@ def _serve_app(config: QuickstartConfig, merged_dir: str):
     serve.run(build_app(args), name=application.get("name", "squeez"),
               route_prefix=application.get("route_prefix", "/"), blocking=False)
     return f"http://{http['host']}:{config.port}", args.get("model_id", "squeez-pruner")
+
+
+def whole_output_examples(config: QuickstartConfig, data: Path, model_dir: Path, out: Path) -> tuple[Path, str]:
+    """Write to ``out`` the first ``eval_limit`` examples of ``data`` the served model reads in one call."""
+    from squeez_ray.evaluate.context_fit import fitting_examples
+    from squeez_ray.schema.files import read_examples, write_examples
+
+    args = _serve_spec(config)["applications"][0].get("args") or {}
+    context = (args.get("engine_kwargs") or {}).get("max_model_len")
+    answer = (args.get("pruner") or {}).get("max_new_tokens")
+    if not context or not answer:
+        raise QuickstartError(f"eval_whole_outputs needs engine_kwargs.max_model_len and pruner.max_new_tokens "
+                              f"in {config.serve_config}")
+    examples = read_examples(data, for_evaluation=True)
+    whole = fitting_examples(examples, model_dir, context_tokens=int(context), answer_tokens=int(answer))
+    if not whole:
+        raise QuickstartError(f"no output of {data} fits {context} tokens with {answer} for the answer")
+    write_examples(whole[:config.eval_limit], out)
+    return out, (f"{len(whole)} of {len(examples)} {config.eval_split} outputs fit the served context whole "
+                 f"({context} tokens with {answer} for the answer); evaluating the first {min(len(whole), config.eval_limit)}")
 
 
 def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
@@ -235,7 +266,11 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
     from squeez_ray.cli.eval import main as evaluate_main
 
     eval_dir = out / "eval"
-    argv = ["--ray", "--data", str(Path(data_dir) / f"{config.eval_split}.parquet"), "--out", str(eval_dir),
+    eval_data = Path(data_dir) / f"{config.eval_split}.parquet"
+    if config.eval_whole_outputs:
+        eval_data, what = whole_output_examples(config, eval_data, merged, out / "eval_data.parquet")
+        print(f"    {what}")
+    argv = ["--ray", "--data", str(eval_data), "--out", str(eval_dir),
             "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
             "--server-url", url, "--limit", str(config.eval_limit), "--examples-per-batch", str(config.eval_examples_per_call),
             "--no-resume"]

@@ -55,6 +55,8 @@ def test_readme_main_command_runs_the_whole_pipeline():
     # finds answers in the trained format that score.
     kept, total = map(int, re.search(r"POST /v1/prune: kept (\d+)/(\d+) lines, pruned=True", run.stdout).groups())
     assert 1 <= kept < total, tail
+    # Evaluated on outputs it reads whole: one model call each, within the request timeout under CI load
+    assert "test outputs fit the served context whole" in run.stdout, tail
     summary = json.loads((REPO / "runs" / "quickstart" / "summary.json").read_text())
     metrics = json.loads(Path(summary["metrics"]).read_text())
     assert {"squeez-pruner", "shipped-encoder", "bm25", "first", "last", "random"} <= set(metrics["systems"])
