@@ -12,13 +12,11 @@ import json
 import logging
 import os
 import re
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.io_utils import git_revision, write_json_atomic
+from squeez_ray.io_utils import atomic_dir, git_revision, write_json_atomic
 from squeez_ray.errors import JobError
 from squeez_ray.train.loop import METADATA_FILE
 
@@ -112,9 +110,7 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
     merged.config.use_cache = True
     tokenizer = load_tokenizer(base)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:  # the usual permissions; a failed merge leaves the old folder as it was
         merged.save_pretrained(staging, safe_serialization=True)
         tokenizer.save_pretrained(staging, save_jinja_files=False)  # chat template inside tokenizer_config.json
         generation = _generation_config(base, tokenizer, END_OF_TURN, GenerationConfig)
@@ -130,12 +126,6 @@ def merge_adapter(checkpoint: str | Path, out_dir: str | Path, *, overwrite: boo
             "merged_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "merge_s": round(time.time() - started, 1),
         }
         write_json_atomic(staging / "manifest.json", manifest)
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return manifest
 
 

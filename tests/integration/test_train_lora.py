@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,10 @@ def test_merged_checkpoint_computes_what_the_adapter_does(trained):
     saved = json.loads((merged_dir / "manifest.json").read_text())
     assert saved["system_prompt"] == DEFAULT_SYSTEM_PROMPT and saved["adapter"] == str(trained["checkpoint"])
     assert "chat_template" in json.loads((merged_dir / "tokenizer_config.json").read_text())
+    # Readable by the Serve replicas' user as any folder is (a mkdtemp staging folder would stay 0700)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert merged_dir.stat().st_mode & 0o777 == 0o777 & ~umask
     merged = AutoModelForCausalLM.from_pretrained(merged_dir, dtype=torch.float32).eval()
     peft_model = trained["model"].eval()
     batch = {k: v[:1] for k, v in trained["batch"].items() if k != "labels"}
