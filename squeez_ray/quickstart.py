@@ -254,8 +254,12 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
           f"{', reason: ' + answer['reason'] if answer.get('reason') else ''}, {answer['latency_ms']:.0f} ms")
     squeez = [sys.executable, "-m", "squeez_ray.cli", query, "--backend", "server", "--server-url", url,
               "--min-lines", "0", "--stats"]
+    if config.request_timeout_s:  # as the evaluation below: a loaded laptop CPU answered this in over 60 s
+        squeez += ["--timeout", str(config.request_timeout_s)]
     print(f"    $ pytest ... | squeez {query!r} --backend server --server-url {url}")
-    piped = subprocess.run(squeez, input=tool_output, capture_output=True, text=True, timeout=300)
+    # bounded, with room for the client's own retries of a slow answer
+    piped = subprocess.run(squeez, input=tool_output, capture_output=True, text=True,
+                           timeout=4 * (config.request_timeout_s or 60) + 60)
     _check(piped.returncode, "squeez")
     print(textwrap.indent(piped.stdout.rstrip() or "(no lines kept)", "    | "))
     print(textwrap.indent(piped.stderr.rstrip(), "    stderr: "))
