@@ -61,12 +61,15 @@ def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Seq
     return scores
 
 
-def torch_forward(model: Any, dtype: str | None = "bfloat16") -> Forward:
-    """The torch runtime's forward: the model on its device, bf16 autocast unless ``dtype`` is float32."""
+def torch_forward(model: Any, dtype: str | None = None) -> Forward:
+    """The torch runtime's forward: the model on its device; bf16 autocast for ``dtype`` bfloat16, none
+    for float32, and for None / "auto" where the device has fast bf16 kernels (squeez_ray.train.precision)."""
     import torch
 
+    from squeez_ray.train.precision import fast_bf16
+
     device = next(model.parameters()).device
-    use_autocast = dtype in ("bfloat16", "bf16")
+    use_autocast = dtype in ("bfloat16", "bf16") or (dtype in (None, "auto") and fast_bf16(device.type))
 
     def forward(ids, mask, types, owner, n_lines):
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):
@@ -77,7 +80,7 @@ def torch_forward(model: Any, dtype: str | None = "bfloat16") -> Forward:
 
 
 def score_lines(model: Any, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
-                tokens_per_batch: int = 8192, dtype: str | None = "bfloat16") -> list[np.ndarray]:
+                tokens_per_batch: int = 8192, dtype: str | None = None) -> list[np.ndarray]:
     """score_windows with a torch model (training's calibration, the torch pruner, tests)."""
     return score_windows(torch_forward(model, dtype), tokenizer, spec, pairs, tokens_per_batch=tokens_per_batch)
 

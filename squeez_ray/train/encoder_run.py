@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.infer.encoder_windows import WindowSpec
+from squeez_ray.train.precision import TRAIN_DTYPES, resolve_train_dtype
 from squeez_ray.ray_init import init_ray
 
 
@@ -55,8 +56,10 @@ class EncoderTrainConfig:
     calibration_objective: str | None = None
     bridge_gap: int = 2  # kept lines this close together are joined into one span
     # bfloat16: autocast matmuls (weights and optimiser stay fp32); ~2x faster on CPUs with bf16
-    # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale; float32 turns it off.
-    train_dtype: str = "bfloat16"
+    # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale, but ~10x slower on an
+    # AVX2-only CPU (squeez_ray.train.precision). auto: bfloat16 where the worker's device has fast
+    # bf16 kernels, else float32; float32 turns it off.
+    train_dtype: str = "auto"
     threads_per_worker: int | None = None  # torch threads per worker; None: cpus_per_worker rounded up
     train_fraction: float = 1.0  # train on this seeded share of the training examples (learning curves)
     max_steps: int = -1  # debug knob: stop after this many steps per epoch (-1: whole epoch)
@@ -82,8 +85,8 @@ class EncoderTrainConfig:
             problems.append(f"calibration_objective: {self.calibration_objective!r} must be null or 'f1'")
         if self.target_kept_share is not None and not 0 < self.target_kept_share <= 1:
             problems.append(f"target_kept_share: {self.target_kept_share} must be in (0, 1] or null")
-        if self.train_dtype not in ("bfloat16", "float32"):
-            problems.append(f"train_dtype: {self.train_dtype!r} must be bfloat16 or float32")
+        if self.train_dtype not in TRAIN_DTYPES:
+            problems.append(f"train_dtype: {self.train_dtype!r} must be one of {', '.join(TRAIN_DTYPES)}")
         if self.keep_layers is not None and self.keep_layers < 1:
             problems.append(f"keep_layers: {self.keep_layers} must be >= 1 or null")
         if not 0 <= self.distill_weight <= 1:
@@ -113,8 +116,8 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     torch.manual_seed(cfg["seed"])
     if not cfg["use_gpu"]:  # Ray sets OMP threads to the worker's CPUs; make torch agree explicitly
         torch.set_num_threads(cfg["threads_per_worker"] or max(1, math.ceil(cfg["cpus_per_worker"])))
-    use_bf16 = cfg["train_dtype"] == "bfloat16"
     device_type = "cuda" if cfg["use_gpu"] else "cpu"
+    use_bf16 = resolve_train_dtype(cfg["train_dtype"], device_type) == "bfloat16"
     model, tokenizer, _ = load_scorer(cfg["base_model"], for_training=True)
     _truncate_layers(model, cfg["keep_layers"])
     teacher = None
@@ -171,7 +174,8 @@ def _train_loop(cfg: dict[str, Any]) -> None:
                 ray.train.report({"loss": losses[-1], "learning_rate": scheduler.get_last_lr()[0], "step": step,
                                   "epoch": epoch, "windows_per_s": windows_seen / (time.perf_counter() - started)})
         metrics = {"loss": sum(losses) / max(len(losses), 1), "step": step, "epoch": epoch,
-                   "windows_per_s": windows_seen / max(time.perf_counter() - started, 1e-9)}
+                   "windows_per_s": windows_seen / max(time.perf_counter() - started, 1e-9),
+                   "bf16_autocast": int(use_bf16)}  # what train_dtype resolved to on this worker
         with tempfile.TemporaryDirectory() as tmp:
             if rank == 0:
                 torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
