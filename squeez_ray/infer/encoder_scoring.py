@@ -63,10 +63,10 @@ def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Seq
 
 def torch_forward(model: Any, dtype: str | None = None) -> Forward:
     """The torch runtime's forward: the model on its device; bf16 autocast for ``dtype`` bfloat16, none
-    for float32, and for None / "auto" where the device has fast bf16 kernels (squeez_ray.train.precision)."""
+    for float32, and for None / "auto" where the device has fast bf16 kernels (squeez_ray.infer.precision)."""
     import torch
 
-    from squeez_ray.train.precision import fast_bf16
+    from squeez_ray.infer.precision import fast_bf16
 
     device = next(model.parameters()).device
     use_autocast = dtype in ("bfloat16", "bf16") or (dtype in (None, "auto") and fast_bf16(device.type))

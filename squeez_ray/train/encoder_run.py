@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.infer.encoder_windows import WindowSpec
-from squeez_ray.train.precision import TRAIN_DTYPES, resolve_train_dtype
+from squeez_ray.infer.precision import AUTOCAST_DTYPES, resolve_dtype
 from squeez_ray.ray_init import init_ray
 
 
@@ -57,7 +57,7 @@ class EncoderTrainConfig:
     bridge_gap: int = 2  # kept lines this close together are joined into one span
     # bfloat16: autocast matmuls (weights and optimiser stay fp32); ~2x faster on CPUs with bf16
     # matrix units (AMX / AVX512-BF16), no quality loss seen at this scale, but ~10x slower on an
-    # AVX2-only CPU (squeez_ray.train.precision). auto: bfloat16 where the worker's device has fast
+    # AVX2-only CPU (squeez_ray.infer.precision). auto: bfloat16 where the worker's device has fast
     # bf16 kernels, else float32; float32 turns it off.
     train_dtype: str = "auto"
     threads_per_worker: int | None = None  # torch threads per worker; None: cpus_per_worker rounded up
@@ -85,8 +85,8 @@ class EncoderTrainConfig:
             problems.append(f"calibration_objective: {self.calibration_objective!r} must be null or 'f1'")
         if self.target_kept_share is not None and not 0 < self.target_kept_share <= 1:
             problems.append(f"target_kept_share: {self.target_kept_share} must be in (0, 1] or null")
-        if self.train_dtype not in TRAIN_DTYPES:
-            problems.append(f"train_dtype: {self.train_dtype!r} must be one of {', '.join(TRAIN_DTYPES)}")
+        if self.train_dtype not in AUTOCAST_DTYPES:
+            problems.append(f"train_dtype: {self.train_dtype!r} must be one of {', '.join(AUTOCAST_DTYPES)}")
         if self.keep_layers is not None and self.keep_layers < 1:
             problems.append(f"keep_layers: {self.keep_layers} must be >= 1 or null")
         if not 0 <= self.distill_weight <= 1:
@@ -117,7 +117,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     if not cfg["use_gpu"]:  # Ray sets OMP threads to the worker's CPUs; make torch agree explicitly
         torch.set_num_threads(cfg["threads_per_worker"] or max(1, math.ceil(cfg["cpus_per_worker"])))
     device_type = "cuda" if cfg["use_gpu"] else "cpu"
-    use_bf16 = resolve_train_dtype(cfg["train_dtype"], device_type) == "bfloat16"
+    use_bf16 = resolve_dtype(cfg["train_dtype"], device_type) == "bfloat16"
     model, tokenizer, _ = load_scorer(cfg["base_model"], for_training=True)
     _truncate_layers(model, cfg["keep_layers"])
     teacher = None

@@ -11,17 +11,17 @@ import pytest
 import torch
 
 from squeez_ray.infer import encoder_scoring
-from squeez_ray.train import precision
+from squeez_ray.infer import precision
 from squeez_ray.train.encoder_run import EncoderTrainConfig
 
 
 @pytest.mark.parametrize("fast", [True, False])
 def test_auto_picks_bf16_only_where_the_device_has_fast_kernels(monkeypatch, fast):
     monkeypatch.setattr(precision, "fast_bf16", lambda device_type: fast)
-    assert precision.resolve_train_dtype("auto", "cpu") == ("bfloat16" if fast else "float32")
+    assert precision.resolve_dtype("auto", "cpu") == ("bfloat16" if fast else "float32")
     # an explicit choice is kept whatever the hardware
-    assert precision.resolve_train_dtype("bfloat16", "cpu") == "bfloat16"
-    assert precision.resolve_train_dtype("float32", "cuda") == "float32"
+    assert precision.resolve_dtype("bfloat16", "cpu") == "bfloat16"
+    assert precision.resolve_dtype("float32", "cuda") == "float32"
 
 
 def test_an_unknown_dtype_is_refused_by_the_config_and_the_resolver():
@@ -29,7 +29,7 @@ def test_an_unknown_dtype_is_refused_by_the_config_and_the_resolver():
     problems = EncoderTrainConfig(train_dtype="float16", train_data="t.parquet", dev_data="d.parquet").validate()
     assert any("train_dtype" in p and "auto" in p for p in problems)
     with pytest.raises(ValueError, match="float16"):
-        precision.resolve_train_dtype("float16", "cpu")
+        precision.resolve_dtype("float16", "cpu")
 
 
 class _Probe(torch.nn.Module):

@@ -1,4 +1,4 @@
-"""Whether bfloat16 autocast pays on the device a worker trains on.
+"""Whether bfloat16 autocast pays on a device: encoder training (train/encoder_run.py) and torch scoring.
 
 bf16 autocast halves matmul cost only where the hardware has bf16 kernels: CUDA GPUs from Ampere on,
 and CPUs whose oneDNN has them (AVX512-BF16 / AMX natively, AVX512 by conversion). On an AVX2-only
@@ -9,7 +9,7 @@ project's 2-core AMD EPYC VM (2026-11-26), so "auto" trains in float32 there.
 
 from __future__ import annotations
 
-TRAIN_DTYPES = ("auto", "bfloat16", "float32")
+AUTOCAST_DTYPES = ("auto", "bfloat16", "float32")
 
 
 def fast_bf16(device_type: str) -> bool:
@@ -24,10 +24,10 @@ def fast_bf16(device_type: str) -> bool:
         return "AVX512" in torch.backends.cpu.get_cpu_capability()
 
 
-def resolve_train_dtype(setting: str, device_type: str) -> str:
+def resolve_dtype(setting: str, device_type: str) -> str:
     """``setting`` as given, or for "auto" bfloat16 where it is fast on ``device_type``, else float32."""
-    if setting not in TRAIN_DTYPES:
-        raise ValueError(f"train_dtype {setting!r}: use one of {', '.join(TRAIN_DTYPES)}")
+    if setting not in AUTOCAST_DTYPES:
+        raise ValueError(f"dtype {setting!r}: use one of {', '.join(AUTOCAST_DTYPES)}")
     if setting == "auto":
         return "bfloat16" if fast_bf16(device_type) else "float32"
     return setting
