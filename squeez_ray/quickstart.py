@@ -167,8 +167,9 @@ def _serve_app(config: QuickstartConfig, merged_dir: str):
     return f"http://{http['host']}:{config.port}", args.get("model_id", "squeez-pruner")
 
 
-def whole_output_examples(config: QuickstartConfig, data: Path, model_dir: Path, out: Path) -> tuple[Path, str]:
-    """Write to ``out`` the first ``eval_limit`` examples of ``data`` the served model reads in one call."""
+def whole_output_examples(config: QuickstartConfig, data: Path, model_dir: Path, out: Path) -> str:
+    """Write to ``out`` the first ``eval_limit`` examples of ``data`` the served model reads in one call;
+    returns a line saying how many fit."""
     from squeez_ray.evaluate.context_fit import fitting_examples
     from squeez_ray.schema.files import read_examples, write_examples
 
@@ -183,7 +184,7 @@ def whole_output_examples(config: QuickstartConfig, data: Path, model_dir: Path,
     if not whole:
         raise QuickstartError(f"no output of {data} fits {context} tokens with {answer} for the answer")
     write_examples(whole[:config.eval_limit], out)
-    return out, (f"{len(whole)} of {len(examples)} {config.eval_split} outputs fit the served context whole "
+    return (f"{len(whole)} of {len(examples)} {config.eval_split} outputs fit the served context whole "
                  f"({context} tokens with {answer} for the answer); evaluating the first {min(len(whole), config.eval_limit)}")
 
 
@@ -252,10 +253,10 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
     answer = _http_json(f"{url}/v1/prune", {"query": query, "tool_output": tool_output})
     print(f"    POST /v1/prune: kept {answer['kept_lines']}/{answer['total_lines']} lines, pruned={answer['pruned']}"
           f"{', reason: ' + answer['reason'] if answer.get('reason') else ''}, {answer['latency_ms']:.0f} ms")
+    # Clients wait as long as the service does (their default is 60 s; a loaded laptop CPU took longer)
+    timeout_flag = ["--timeout", str(config.request_timeout_s)] if config.request_timeout_s else []
     squeez = [sys.executable, "-m", "squeez_ray.cli", query, "--backend", "server", "--server-url", url,
-              "--min-lines", "0", "--stats"]
-    if config.request_timeout_s:  # as the evaluation below: a loaded laptop CPU answered this in over 60 s
-        squeez += ["--timeout", str(config.request_timeout_s)]
+              "--min-lines", "0", "--stats", *timeout_flag]
     print(f"    $ pytest ... | squeez {query!r} --backend server --server-url {url}")
     # bounded, with room for the client's own retries of a slow answer
     piped = subprocess.run(squeez, input=tool_output, capture_output=True, text=True,
@@ -272,14 +273,13 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
     eval_dir = out / "eval"
     eval_data = Path(data_dir) / f"{config.eval_split}.parquet"
     if config.eval_whole_outputs:
-        eval_data, what = whole_output_examples(config, eval_data, merged, out / "eval_data.parquet")
-        print(f"    {what}")
+        whole = out / "eval_data.parquet"
+        print(f"    {whole_output_examples(config, eval_data, merged, whole)}")
+        eval_data = whole
     argv = ["--ray", "--data", str(eval_data), "--out", str(eval_dir),
             "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
             "--server-url", url, "--limit", str(config.eval_limit), "--examples-per-batch", str(config.eval_examples_per_call),
-            "--no-resume"]
-    if config.request_timeout_s:  # the client waits as long as the service does (its default is 60 s)
-        argv += ["--timeout", str(config.request_timeout_s)]
+            "--no-resume", *timeout_flag]
     _check(evaluate_main(argv, prog="quickstart evaluate"), "evaluate")
     timings["evaluate"] = _done(t, str(eval_dir))
 

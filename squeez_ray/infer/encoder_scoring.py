@@ -66,10 +66,10 @@ def torch_forward(model: Any, dtype: str | None = None) -> Forward:
     for float32, and for None / "auto" where the device has fast bf16 kernels (squeez_ray.infer.precision)."""
     import torch
 
-    from squeez_ray.infer.precision import fast_bf16
+    from squeez_ray.infer.precision import autocast_bf16
 
     device = next(model.parameters()).device
-    use_autocast = dtype in ("bfloat16", "bf16") or (dtype in (None, "auto") and fast_bf16(device.type))
+    use_autocast = autocast_bf16(dtype, device.type)
 
     def forward(ids, mask, types, owner, n_lines):
         with torch.inference_mode(), torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_autocast):

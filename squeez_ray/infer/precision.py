@@ -24,10 +24,16 @@ def fast_bf16(device_type: str) -> bool:
         return "AVX512" in torch.backends.cpu.get_cpu_capability()
 
 
+def autocast_bf16(dtype: str | None, device_type: str) -> bool:
+    """Whether to run bf16 autocast: asked for ("bfloat16" / "bf16"), or left to the device (None /
+    "auto") where it is fast; any other dtype (float32) runs without."""
+    if dtype in (None, "auto"):
+        return fast_bf16(device_type)
+    return dtype in ("bfloat16", "bf16")
+
+
 def resolve_dtype(setting: str, device_type: str) -> str:
     """``setting`` as given, or for "auto" bfloat16 where it is fast on ``device_type``, else float32."""
     if setting not in AUTOCAST_DTYPES:
         raise ValueError(f"dtype {setting!r}: use one of {', '.join(AUTOCAST_DTYPES)}")
-    if setting == "auto":
-        return "bfloat16" if fast_bf16(device_type) else "float32"
-    return setting
+    return "bfloat16" if autocast_bf16(setting, device_type) else "float32"

@@ -49,13 +49,14 @@ def test_keeps_the_first_outputs_that_fit_the_served_context_whole(tmp_path, tin
     before = data.read_bytes()
     context = _prompt_tokens(tiny_qwen3_dir, cases[2]) + 64  # "b" fits with its 64 answer tokens exactly
     config = QuickstartConfig(serve_config=_serve_config(tmp_path, context), eval_limit=3)
-    out, what = whole_output_examples(config, data, tiny_qwen3_dir, tmp_path / "eval_data.parquet")
+    out = tmp_path / "eval_data.parquet"
+    what = whole_output_examples(config, data, tiny_qwen3_dir, out)
     assert [e["instance_id"] for e in read_examples(out)] == ["a", "b", "c"]  # in order, "long" left out, limit 3
     assert "4 of 5 test outputs fit" in what and "evaluating the first 3" in what
     assert data.read_bytes() == before
 
     config = QuickstartConfig(serve_config=_serve_config(tmp_path, context - 1), eval_limit=3)
-    out, _ = whole_output_examples(config, data, tiny_qwen3_dir, tmp_path / "eval_data.parquet")
+    whole_output_examples(config, data, tiny_qwen3_dir, out)
     assert [e["instance_id"] for e in read_examples(out)] == ["a", "c", "d"]  # one token less: "b" is out
 
 
