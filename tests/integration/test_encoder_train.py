@@ -48,6 +48,10 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
 
     assert manifest["counts"]["train_examples"] == 24 and manifest["final_metrics"]["step"] == 2
     assert np.isfinite(manifest["final_metrics"]["loss"])
+    # train_dtype left at auto: the run records what it resolved to on this machine's CPU
+    from squeez_ray.infer.precision import fast_bf16
+
+    assert manifest["final_metrics"]["bf16_autocast"] == int(fast_bf16("cpu"))
     saved = json.loads((tmp_path / "model" / "squeez_encoder.json").read_text())
     assert saved["threshold"] == manifest["calibration"]["threshold"]
     assert saved["training"]["teacher_model"] == str(tmp_path / "teacher") and saved["training"]["distill_weight"] == 0.5
