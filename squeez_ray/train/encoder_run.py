@@ -103,16 +103,16 @@ def _truncate_layers(model: Any, keep: int | None) -> None:
 
 
 def _train_loop(cfg: dict[str, Any]) -> None:
-    import ray.train
-    import ray.train.torch
+    """One worker's training: on Ray Train (``cfg["session"]`` absent) or in-process (a ``LocalSession``)."""
     import torch
-    from ray.train import Checkpoint
     from transformers import get_linear_schedule_with_warmup
 
     from squeez_ray.infer.encoder_model import load_scorer
     from squeez_ray.train.encoder_data import collate
     from squeez_ray.train.encoder_loss import line_loss
+    from squeez_ray.train.session import RaySession
 
+    session = cfg.get("session") or RaySession()
     torch.manual_seed(cfg["seed"])
     if not cfg["use_gpu"]:  # Ray sets OMP threads to the worker's CPUs; make torch agree explicitly
         torch.set_num_threads(cfg["threads_per_worker"] or max(1, math.ceil(cfg["cpus_per_worker"])))
@@ -122,16 +122,14 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     _truncate_layers(model, cfg["keep_layers"])
     teacher = None
     if cfg["teacher_model"]:  # inference only: no grad, never wrapped by DDP
-        teacher = load_scorer(cfg["teacher_model"])[0].requires_grad_(False).eval()
-        if cfg["use_gpu"]:
-            teacher = teacher.to(ray.train.torch.get_device())
+        teacher = load_scorer(cfg["teacher_model"])[0].requires_grad_(False).eval().to(session.device())
     params = [{"params": model.encoder.parameters(), "lr": cfg["learning_rate"]},
               {"params": model.head.parameters(), "lr": cfg["head_learning_rate"]}]
     optimizer = torch.optim.AdamW(params, weight_decay=cfg["weight_decay"])
     total_steps = cfg["steps_per_epoch"] * cfg["epochs"]
     scheduler = get_linear_schedule_with_warmup(optimizer, int(cfg["warmup_ratio"] * total_steps), total_steps)
     start_epoch, step = 0, 0
-    checkpoint = ray.train.get_checkpoint()
+    checkpoint = session.checkpoint()
     if checkpoint:  # resume: weights, optimiser, scheduler, position
         with checkpoint.as_directory() as directory:
             state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
@@ -139,11 +137,10 @@ def _train_loop(cfg: dict[str, Any]) -> None:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         start_epoch, step = state["epoch"] + 1, state["step"]
-    ddp_model = ray.train.torch.prepare_model(model)
+    ddp_model = session.prepare_model(model)
     pos_weight = torch.tensor(cfg["pos_weight"])
     pad_id = tokenizer.pad_token_id or 0
-    shard = ray.train.get_dataset_shard("train")
-    rank = ray.train.get_context().get_world_rank()
+    shard = session.dataset_shard()
     for epoch in range(start_epoch, cfg["epochs"]):
         ddp_model.train()
         started, windows_seen, epoch_steps, losses = time.perf_counter(), 0, 0, []
@@ -171,16 +168,19 @@ def _train_loop(cfg: dict[str, Any]) -> None:
             windows_seen += len(batch["input_ids"])
             losses.append(loss.detach().item())  # detached: converting a grad tensor warns every step
             if step % cfg["log_every"] == 0:
-                ray.train.report({"loss": losses[-1], "learning_rate": scheduler.get_last_lr()[0], "step": step,
-                                  "epoch": epoch, "windows_per_s": windows_seen / (time.perf_counter() - started)})
+                session.report({"loss": losses[-1], "learning_rate": scheduler.get_last_lr()[0], "step": step,
+                                "epoch": epoch, "windows_per_s": windows_seen / (time.perf_counter() - started)})
         metrics = {"loss": sum(losses) / max(len(losses), 1), "step": step, "epoch": epoch,
                    "windows_per_s": windows_seen / max(time.perf_counter() - started, 1e-9),
                    "bf16_autocast": int(use_bf16)}  # what train_dtype resolved to on this worker
-        with tempfile.TemporaryDirectory() as tmp:
-            if rank == 0:
-                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
-                            "scheduler": scheduler.state_dict(), "epoch": epoch, "step": step}, Path(tmp) / "state.pt")
-            ray.train.report(metrics, checkpoint=Checkpoint.from_directory(tmp) if rank == 0 else None)
+        if session.rank != 0:
+            session.report(metrics)
+            continue
+        # ignore_cleanup_errors: Ray deletes the folder itself once it has stored the checkpoint
+        with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as tmp:
+            torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(), "epoch": epoch, "step": step}, Path(tmp) / "state.pt")
+            session.report(metrics, folder=tmp, name=f"checkpoint_epoch_{epoch}")
 
 
 def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str):
@@ -197,49 +197,39 @@ def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokeniz
             .materialize())
 
 
-def _label_counts(dataset) -> tuple[int, int, int]:
+def _local_windows(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str) -> list[dict[str, Any]]:
+    """The same windows as ``_window_dataset``, built in this process (in-process training)."""
+    from squeez_ray.train.encoder_data import WindowTokenizer
+
+    tokenize = WindowTokenizer(tokenizer_dir, asdict(cfg.window), cfg.max_windows_per_example, cfg.seed)
+    windows: list[dict[str, Any]] = []
+    for start in range(0, len(rows), 32):  # the batches Ray Data hands the tokenizer, in the same order
+        chunk = rows[start:start + 32]
+        out = tokenize({key: [r.get(key) for r in chunk] for key in ("query", "tool_output", "gold_spans")})
+        windows += [dict(zip(out, values)) for values in zip(*out.values())]
+    return windows
+
+
+def _label_counts(window_labels) -> tuple[int, int, int]:
     windows = positives = lines = 0
-    for batch in dataset.iter_batches(batch_size=512, batch_format="numpy"):
-        for labels in batch["labels"]:
-            windows += 1
-            lines += len(labels)
-            positives += int(sum(labels))
+    for labels in window_labels:
+        windows += 1
+        lines += len(labels)
+        positives += int(sum(labels))
     return windows, positives, lines
 
 
-def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
-    """Train, calibrate and save; returns the manifest written beside the checkpoint."""
+def _dataset_labels(dataset):
+    for batch in dataset.iter_batches(batch_size=512, batch_format="numpy"):
+        yield from batch["labels"]
+
+
+def _fit_on_ray(cfg: EncoderTrainConfig, loop_config: dict[str, Any], dataset) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Ray Train workers (DDP): the last checkpoint's state and the final metrics."""
     import torch
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from squeez_ray.config import to_dict
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
-    from squeez_ray.io_utils import git_revision, write_json_atomic
-    from squeez_ray.schema import read_examples
-    from squeez_ray.train.encoder_calibration import calibrate_on_dev
-
-    started = time.perf_counter()
-    base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
-    teacher = _resolve_base_model(cfg.teacher_model) if cfg.teacher_model else None
-    if teacher and not (Path(teacher) / ENCODER_CONFIG).is_file():
-        raise ValueError(f"teacher_model: {cfg.teacher_model} is not a trained squeez encoder checkpoint")
-    train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
-    # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
-    # (a run cut short by max_steps then still sees every source).
-    random.Random(cfg.seed).shuffle(train_rows)
-    train_rows = train_rows[: max(1, round(cfg.train_fraction * len(train_rows)))]
-    init_ray(log_to_driver=True)  # workers' step logs are the job's progress
-    dataset = _window_dataset(train_rows, cfg, base)
-    n_windows, n_positive, n_lines = _label_counts(dataset)
-    if n_positive == 0:
-        raise ValueError(f"{cfg.train_data}: no positive lines to learn from ({len(train_rows)} examples)")
-    pos_weight = min((n_lines - n_positive) / n_positive, cfg.max_pos_weight)
-    steps_per_epoch = math.ceil(n_windows / (cfg.batch_size * cfg.num_workers))
-    if cfg.max_steps >= 0:
-        steps_per_epoch = min(steps_per_epoch, cfg.max_steps)
-    loop_config = {**to_dict(cfg), "base_model": base, "teacher_model": teacher, "pos_weight": pos_weight,
-                   "steps_per_epoch": steps_per_epoch}
     trainer = TorchTrainer(
         _train_loop, train_loop_config=loop_config, datasets={"train": dataset},
         scaling_config=ScalingConfig(num_workers=cfg.num_workers, use_gpu=cfg.use_gpu,
@@ -251,17 +241,82 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
     result = trainer.fit()
     if result.checkpoint is None:
         raise RuntimeError(f"training run {cfg.run_name} produced no checkpoint: {result.error}")
+    with result.checkpoint.as_directory() as directory:
+        state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
+    return state, result.metrics
+
+
+def _fit_in_process(cfg: EncoderTrainConfig, loop_config: dict[str, Any],
+                    windows: list[dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The same loop as one in-process worker (no Ray): for a GPU box that holds torch and transformers
+    but no Ray. Epoch checkpoints go to storage_path/run_name (a new run starts from scratch)."""
+    import torch
+
+    from squeez_ray.train.session import LocalSession
+
+    run_dir = Path(cfg.storage_path) / cfg.run_name
+    session = LocalSession(windows, run_dir, device="cuda" if cfg.use_gpu else "cpu")
+    _train_loop({**loop_config, "session": session})
+    state = torch.load(Path(session.checkpoints[-1]) / "state.pt", map_location="cpu", weights_only=False)
+    return state, session.reports[-1]
+
+
+def train_encoder(cfg: EncoderTrainConfig, *, in_process: bool = False) -> dict[str, Any]:
+    """Train, calibrate and save; returns the manifest written beside the checkpoint.
+
+    ``in_process``: train here as one worker instead of on Ray Train (``num_workers`` must be 1)."""
+    import torch
+
+    from squeez_ray.config import to_dict
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.io_utils import git_revision, write_json_atomic
+    from squeez_ray.schema import read_examples
+    from squeez_ray.train.encoder_calibration import calibrate_on_dev
+
+    if in_process and cfg.num_workers != 1:
+        raise ValueError(f"num_workers: {cfg.num_workers}; in-process training is one worker: set num_workers=1 "
+                         "(batch_size is per worker, so double it to keep a two-worker recipe's step)")
+    started = time.perf_counter()
+    base = _resolve_base_model(cfg.base_model) if cfg.base_model else default_base_model()
+    teacher = _resolve_base_model(cfg.teacher_model) if cfg.teacher_model else None
+    if teacher and not (Path(teacher) / ENCODER_CONFIG).is_file():
+        raise ValueError(f"teacher_model: {cfg.teacher_model} is not a trained squeez encoder checkpoint")
+    train_rows, dev_rows = read_examples(cfg.train_data), read_examples(cfg.dev_data)
+    # Files come grouped by source; the workers' shuffle buffer is local, so shuffle whole examples here
+    # (a run cut short by max_steps then still sees every source).
+    random.Random(cfg.seed).shuffle(train_rows)
+    train_rows = train_rows[: max(1, round(cfg.train_fraction * len(train_rows)))]
+    if in_process:
+        windows = _local_windows(train_rows, cfg, base)
+        n_windows, n_positive, n_lines = _label_counts(w["labels"] for w in windows)
+    else:
+        init_ray(log_to_driver=True)  # workers' step logs are the job's progress
+        dataset = _window_dataset(train_rows, cfg, base)
+        n_windows, n_positive, n_lines = _label_counts(_dataset_labels(dataset))
+    if n_positive == 0:
+        raise ValueError(f"{cfg.train_data}: no positive lines to learn from ({len(train_rows)} examples)")
+    pos_weight = min((n_lines - n_positive) / n_positive, cfg.max_pos_weight)
+    steps_per_epoch = math.ceil(n_windows / (cfg.batch_size * cfg.num_workers))
+    if cfg.max_steps >= 0:
+        steps_per_epoch = min(steps_per_epoch, cfg.max_steps)
+    loop_config = {**to_dict(cfg), "base_model": base, "teacher_model": teacher, "pos_weight": pos_weight,
+                   "steps_per_epoch": steps_per_epoch}
+    if in_process:
+        state, final_metrics = _fit_in_process(cfg, loop_config, windows)
+    else:
+        state, final_metrics = _fit_on_ray(cfg, loop_config, dataset)
     train_seconds = time.perf_counter() - started
 
     # Rebuild the trained scorer on the driver, calibrate on dev, save one self-contained directory.
     model, tokenizer, _ = load_scorer(base)
     _truncate_layers(model, cfg.keep_layers)
-    with result.checkpoint.as_directory() as directory:
-        state = torch.load(Path(directory) / "state.pt", map_location="cpu", weights_only=False)
     model.load_state_dict(state["model"])
     model.eval()
+    if cfg.use_gpu and torch.cuda.is_available():  # dev scoring on the driver's GPU when it has one
+        model.to("cuda")
     calibration = calibrate_on_dev(model, tokenizer, cfg.window, dev_rows, cfg.target_recall, cfg.target_kept_share,
                                    objective=cfg.calibration_objective, bridge_gap=cfg.bridge_gap)
+    model.to("cpu")
     settings = EncoderSettings(window=cfg.window, threshold=calibration["threshold"], bridge_gap=cfg.bridge_gap,
                                base_model=str(base), calibration=calibration,
                                training={"epochs": cfg.epochs, "steps": state["step"], "pos_weight": pos_weight,
@@ -276,7 +331,7 @@ def train_encoder(cfg: EncoderTrainConfig) -> dict[str, Any]:
                 "counts": {"train_examples": len(train_rows), "dev_examples": len(dev_rows),
                            "train_windows": n_windows, "train_lines": n_lines, "positive_lines": n_positive},
                 "calibration": calibration, "train_seconds": round(train_seconds, 1),
-                "final_metrics": result.metrics}
+                "final_metrics": final_metrics, "trained_on": "in-process" if in_process else "ray-train"}
     write_json_atomic(staging / "manifest.json", manifest)
     if output.exists():
         shutil.rmtree(output)
