@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -93,19 +92,17 @@ def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any
     from squeez_ray.infer.encoder_model import ENCODER_CONFIG
     from squeez_ray.infer.encoder_onnx import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
-    onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32
-    target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     from squeez_ray.infer.encoder_fusion import FUSION_FILE
+    from squeez_ray.io_utils import atomic_dir
 
+    onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32
     names = [onnx_name, TOKENIZER_FILE, ENCODER_CONFIG]
     if json.loads((export_dir / ENCODER_CONFIG).read_text()).get("fusion"):  # the learned fusion ships beside it
         names.append(FUSION_FILE)
-    for name in names:
-        shutil.copy2(export_dir / name, staging / name)
-    card = {**card, "files": sorted([*names, CARD_FILE])}
-    (staging / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
-    if target.exists():
-        shutil.rmtree(target)
-    staging.rename(target)
+    # atomic_dir, not a bare mkdtemp: the package's model folder must stay readable by every user
+    with atomic_dir(target) as staging:
+        for name in names:
+            shutil.copy2(export_dir / name, staging / name)
+        card = {**card, "files": sorted([*names, CARD_FILE])}
+        (staging / CARD_FILE).write_text(json.dumps(card, indent=2) + "\n")
     return {p.name: p.stat().st_size for p in sorted(target.iterdir())}
