@@ -4,6 +4,10 @@ Flow: labelled rows (any format ``squeez_ray.schema.read_examples`` reads) -> Ra
 line labels -> ``TorchTrainer`` workers (DDP; gloo on CPU) with a class-weighted BCE loss ->
 the last checkpoint is scored on the dev split, the threshold is calibrated there for
 ``target_recall``, and one self-describing checkpoint directory is written atomically.
+
+``in_process=True`` runs the same per-worker loop as one worker in this process with no Ray at all
+(``train/session.LocalSession`` in place of Ray Train's context, windows built here by the same
+``WindowTokenizer``): for a GPU box that holds torch and transformers but no Ray.
 """
 
 from __future__ import annotations
