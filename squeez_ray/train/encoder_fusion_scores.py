@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from squeez_ray.infer.encoder_model import ENCODER_CONFIG
+from squeez_ray.infer.encoder_onnx import TOKENIZER_FILE
 from squeez_ray.io_utils import atomic_path
 
 CHUNK = 25  # examples per cache file: a killed run loses at most this many examples' work
@@ -41,15 +43,26 @@ def claim_for_model(cache_dir: str | Path, model_id: str) -> None:
         Path(tmp).write_text(json.dumps({"model_id": model_id}) + "\n")
 
 
+# What in squeez_encoder.json decides the encoder's scores; thresholds, dev curves and the default
+# recall target do not (recalibrating a model must not orphan the scores already cached for it).
+SCORING_SETTINGS = ("window", "special_ids")
+
+
 def model_id(model_dir: str | Path) -> str:
-    """sha256 over the model directory's files that decide its scores (weights, tokenizer, settings)."""
+    """sha256 over what decides the model's encoder scores: its ONNX graphs, its tokenizer, and the
+    windowing fields of its settings (``SCORING_SETTINGS``)."""
     digest = hashlib.sha256()
     for path in sorted(Path(model_dir).iterdir()):
-        if path.is_file() and path.suffix in (".onnx", ".json") and path.name != "model_card.json":
+        if not path.is_file():
+            continue
+        if path.suffix == ".onnx" or path.name == TOKENIZER_FILE:
             digest.update(path.name.encode())
             with open(path, "rb") as handle:
                 for block in iter(lambda: handle.read(1 << 20), b""):
                     digest.update(block)
+        elif path.name == ENCODER_CONFIG:
+            settings = json.loads(path.read_text())
+            digest.update(json.dumps({k: settings.get(k) for k in SCORING_SETTINGS}, sort_keys=True).encode())
     return digest.hexdigest()[:16]
 
 

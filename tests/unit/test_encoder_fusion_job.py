@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -67,7 +68,9 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     # the cache belongs to the model that filled it: another model's run is refused, not fitted on stale scores
     other = tmp_path / "other"
     shutil.copytree(plain, other)
-    (other / "squeez_encoder.json").write_text(json.dumps({**config, "threshold": 0.123}))
+    # (other windows score differently; a new threshold alone would not: see the test below)
+    (other / "squeez_encoder.json").write_text(json.dumps(
+        {**config, "window": {**config["window"], "overlap_lines": config["window"]["overlap_lines"] + 1}}))
     capsys.readouterr()
     assert main(args[:-1] + [str(other)]) == 2
     assert "holds scores of another model" in capsys.readouterr().err
@@ -161,3 +164,33 @@ def test_the_score_cache_resumes_by_instance_id_not_chunk_position(tmp_path):
     cache = read_cache([tmp_path])
     assert sorted(cache, key=lambda k: int(k[2:])) == [f"id{i}" for i in range(23)]
     assert cache["id12"].tolist() == [12.0, 12.0, 12.0]
+
+
+def test_the_cache_is_claimed_by_what_decides_encoder_scores_not_by_thresholds(tmp_path):
+    """Recalibrating a model (thresholds, dev curves, default recall target) keeps its cached scores;
+    other windows or other weights are another model, refused."""
+    import shutil
+
+    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
+
+    model = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL_DIR, model)
+    claim_for_model(tmp_path / "cache", model_id(model))
+    settings = json.loads((model / "squeez_encoder.json").read_text())
+    settings.update(threshold=0.123, variant_thresholds={"int8": 0.123}, default_recall_target=0.9,
+                    operating_points={})
+    (model / "squeez_encoder.json").write_text(json.dumps(settings))
+    (model / "model_card.json").write_text("{}")
+    claim_for_model(tmp_path / "cache", model_id(model))  # same scores: accepted
+
+    settings["window"]["overlap_lines"] += 1
+    (model / "squeez_encoder.json").write_text(json.dumps(settings))
+    with pytest.raises(ValueError, match="holds scores of another model"):
+        claim_for_model(tmp_path / "cache", model_id(model))
+    settings["window"]["overlap_lines"] -= 1
+    (model / "squeez_encoder.json").write_text(json.dumps(settings))
+    with open(model / "model.int8.onnx", "ab") as graph:
+        graph.write(b"\0")
+    with pytest.raises(ValueError, match="holds scores of another model"):
+        claim_for_model(tmp_path / "cache", model_id(model))
