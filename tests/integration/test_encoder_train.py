@@ -7,19 +7,7 @@ import json
 import numpy as np
 import pytest
 
-
-def _examples(n: int, seed: int) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        lines = [f"INFO step {j} ok value={rng.integers(1000)}" for j in range(30)]
-        k = int(rng.integers(5, 25))
-        lines[k] = f"ERROR KeyError: 'widget_{i}' missing in registry"
-        rows.append({"instance_id": f"ex-{seed}-{i}", "source": "synthetic", "tool_type": "test_output",
-                     "query": "which error made the run fail", "background_task": "", "tool_output": "\n".join(lines),
-                     "gold_spans": [{"start_line": k + 1, "end_line": k + 1}], "is_irrelevant": False, "command": "",
-                     "repo": "synthetic", "split": "train", "split_group_id": "g"})
-    return rows
+from squeez_ray.testing.tiny_encoder import one_error_examples
 
 
 @pytest.mark.slow
@@ -36,8 +24,8 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     # a trained checkpoint to distil from (the runs use the 6-layer v3): exercises the teacher path
     teacher_model, teacher_tokenizer, _ = load_scorer(base)
     save_scorer(teacher_model, teacher_tokenizer, EncoderSettings(base_model="tiny"), tmp_path / "teacher")
-    write_examples(_examples(24, 0), tmp_path / "train.jsonl")
-    write_examples(_examples(8, 1), tmp_path / "dev.jsonl")
+    write_examples(one_error_examples(24, 0), tmp_path / "train.jsonl")
+    write_examples(one_error_examples(8, 1), tmp_path / "dev.jsonl")
     config = load_config(EncoderTrainConfig, None, {
         "train_data": str(tmp_path / "train.jsonl"), "dev_data": str(tmp_path / "dev.jsonl"),
         "output_dir": str(tmp_path / "model"), "base_model": str(base),
@@ -60,7 +48,7 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     assert list(manifest["calibration"]["by_tool_type"]) == ["test_output"]
     assert manifest["calibration"]["by_tool_type"]["test_output"]["examples"] == 8
 
-    dev = _examples(8, 1)
+    dev = one_error_examples(8, 1)
     before_model, tokenizer, _ = load_scorer(base)
     after_model, _, settings = load_scorer(tmp_path / "model")
     pairs = [(r["query"], r["tool_output"]) for r in dev]

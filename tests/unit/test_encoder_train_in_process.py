@@ -4,6 +4,7 @@ holds torch and transformers but no Ray. The job runs in a subprocess where ``im
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,21 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from squeez_ray.testing.tiny_encoder import one_error_examples
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _examples(n: int, seed: int) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    rows = []
-    for i in range(n):
-        lines = [f"INFO step {j} ok value={rng.integers(1000)}" for j in range(30)]
-        k = int(rng.integers(5, 25))
-        lines[k] = f"ERROR KeyError: 'widget_{i}' missing in registry"
-        rows.append({"instance_id": f"ex-{seed}-{i}", "source": "synthetic", "tool_type": "test_output",
-                     "query": "which error made the run fail", "background_task": "", "tool_output": "\n".join(lines),
-                     "gold_spans": [{"start_line": k + 1, "end_line": k + 1}], "is_irrelevant": False, "command": "",
-                     "repo": "synthetic", "split": "train", "split_group_id": "g"})
-    return rows
 
 
 NO_RAY = textwrap.dedent("""
@@ -51,14 +40,14 @@ def tiny_base(tmp_path_factory):
 def _run(tmp_path: Path, base: Path, *overrides: str) -> subprocess.CompletedProcess:
     from squeez_ray.schema import write_examples
 
-    write_examples(_examples(12, 0), tmp_path / "train.jsonl")
-    write_examples(_examples(6, 1), tmp_path / "dev.jsonl")
+    write_examples(one_error_examples(12, 0), tmp_path / "train.jsonl")
+    write_examples(one_error_examples(6, 1), tmp_path / "dev.jsonl")
     args = ["--config", "jobs/configs/encoder_v2.yaml", "--in-process", f"train_data={tmp_path / 'train.jsonl'}",
             f"dev_data={tmp_path / 'dev.jsonl'}", f"output_dir={tmp_path / 'model'}", f"base_model={base}",
             f"storage_path={tmp_path / 'runs'}", "epochs=2", "max_steps=2", "log_every=1", "window.max_length=128",
             "head_learning_rate=0.05", "export_onnx=false", *overrides]
     return subprocess.run([sys.executable, "-c", NO_RAY, *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=600, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+                          timeout=600, check=False, env={**os.environ, "PYTHONPATH": str(REPO)})
 
 
 def test_encoder_trains_in_process_without_ray(tiny_base, tmp_path):
@@ -78,7 +67,7 @@ def test_encoder_trains_in_process_without_ray(tiny_base, tmp_path):
     saved = json.loads((tmp_path / "model" / "squeez_encoder.json").read_text())
     assert saved["threshold"] == manifest["calibration"]["threshold"]
 
-    dev = _examples(6, 1)
+    dev = one_error_examples(6, 1)
     pairs = [(r["query"], r["tool_output"]) for r in dev]
     before_model, tokenizer, _ = load_scorer(tiny_base)
     after_model, _, settings = load_scorer(tmp_path / "model")
