@@ -39,7 +39,8 @@ def _config_classes() -> dict[str, type]:
             "encoder_data": EncoderDataConfig, "encoder_minilm": EncoderTrainConfig,
             "encoder_minilm_512": EncoderTrainConfig, "encoder_minilm_l3": EncoderTrainConfig,
             "encoder_v2": EncoderTrainConfig, "encoder_v3_l3": EncoderTrainConfig,
-            "encoder_v3_l4_distill": EncoderTrainConfig, "label": LabelConfig,
+            "encoder_v3_l4_distill": EncoderTrainConfig, "encoder_v4": EncoderTrainConfig,
+            "encoder_v4_l4_distill": EncoderTrainConfig, "label": LabelConfig,
             "quickstart_cpu": QuickstartConfig, "quickstart_tiny_cpu": QuickstartConfig,
             "quickstart_gpu": QuickstartConfig, "qwen35_2b_lora": TrainConfig, "qwen35_2b_lora_zero": TrainConfig,
             "synthesize": SynthesizeConfig, "tiny_cpu": TrainConfig, "gemma270m_lora_cpu": TrainConfig}
