@@ -35,6 +35,7 @@ def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     manifest = train_encoder(config)
 
     assert manifest["counts"]["train_examples"] == 24 and manifest["final_metrics"]["step"] == 2
+    assert manifest["trained_on"] == "ray-train"
     assert np.isfinite(manifest["final_metrics"]["loss"])
     # train_dtype left at auto: the run records what it resolved to on this machine's CPU
     from squeez_ray.infer.precision import fast_bf16
