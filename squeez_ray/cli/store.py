@@ -7,6 +7,11 @@ same bytes, each through a temporary file renamed into place (atomic), so a read
 file or none. Eviction (oldest modification time first, beyond a total size) takes an advisory
 lock so that two processes do not both evict for the same overflow; a file another process already
 removed is simply skipped.
+
+Outputs are kept in full before pruning, secrets included (an ``env`` dump, a token in a log), so
+the store is private whatever the umask: its folder is 0700 and every entry 0600, written so from
+the start (never readable by others, even for a moment). A store made by an older squeez (0755
+folder, 0644 entries) is tightened on first use; a store folder owned by another user is refused.
 """
 
 from __future__ import annotations
@@ -15,12 +20,12 @@ import contextlib
 import hashlib
 import os
 import re
+import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-from squeez_ray.io_utils import write_bytes_atomic
 
 SHORT_ID = 12
 MIN_PREFIX = 4
@@ -28,6 +33,7 @@ SUFFIX = ".out"
 # Temporary files of a crashed writer older than this are removed during eviction.
 STALE_TMP_S = 3600
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.out$")  # what put() names an entry: the SHA-256 of its bytes
+DIR_MODE, FILE_MODE = 0o700, 0o600  # owner-only: the store holds whole outputs, secrets included
 
 
 def is_id_shaped(ident: str) -> bool:
@@ -51,6 +57,7 @@ class OutputStore:
     def __init__(self, root: str | Path, max_bytes: int):
         self.root = Path(root).expanduser()
         self.max_bytes = int(max_bytes)
+        self._private = False  # the folder was made (or checked) owner-only by this object
 
     def put(self, data: bytes) -> Stored:
         """Keep ``data``; returns its id. Storing the same bytes again refreshes their age."""
@@ -59,7 +66,8 @@ class OutputStore:
         if len(data) > self.max_bytes:
             raise StoreError(f"output of {len(data)} bytes is larger than the whole store ({self.max_bytes} bytes)")
         try:
-            write_bytes_atomic(path, data)  # rewriting identical bytes also makes it the newest entry
+            self._make_private()
+            _write_private(path, data)  # rewriting identical bytes also makes it the newest entry
         except OSError as error:
             raise StoreError(f"cannot write to the store {self.root}: {error}") from None
         # The output is safely stored now: an eviction failure (an entry it cannot delete, a `.lock`
@@ -143,6 +151,24 @@ class OutputStore:
                 total -= size
         return removed
 
+    def _make_private(self) -> None:
+        """Create the folder owner-only, or make an existing one so (with its entries) on first use."""
+        if self._private:
+            return
+        self.root.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+        st = os.stat(self.root)
+        if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+            raise StoreError(f"the store {self.root} belongs to another user (uid {st.st_uid}): not used, "
+                             f"as it would show them every output")
+        if stat.S_IMODE(st.st_mode) != DIR_MODE:  # made by an older squeez, or by mkdir under the umask
+            os.chmod(self.root, DIR_MODE)
+            for entry in self.root.iterdir():
+                with contextlib.suppress(OSError):  # gone meanwhile, or not ours: the folder now hides it
+                    st_entry = entry.lstat()
+                    if stat.S_ISREG(st_entry.st_mode) and stat.S_IMODE(st_entry.st_mode) & 0o077:
+                        os.chmod(entry, FILE_MODE)
+        self._private = True
+
     def _remove_stale_tmp(self) -> None:
         now = time.time()
         for path in self.root.glob(".*.tmp"):
@@ -157,10 +183,24 @@ class OutputStore:
         except ImportError:  # no advisory locks (Windows): eviction may overshoot, never corrupts
             yield
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_private()
         with open(self.root / ".lock", "a") as handle:
             fcntl.flock(handle, fcntl.LOCK_EX)
             try:
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Atomically, and 0600 from the first byte: a temporary file beside ``path``, renamed over it."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            os.fchmod(handle.fileno(), FILE_MODE)  # mkstemp's 0600 is narrowed by the umask: say it exactly
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -5,6 +5,9 @@ from __future__ import annotations
 import hashlib
 import multiprocessing
 import os
+import stat
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -90,3 +93,48 @@ def test_concurrent_writers_leave_only_whole_outputs_within_the_bound(tmp_path):
         assert hashlib.sha256(path.read_bytes()).hexdigest() + ".out" == path.name
     assert not list(Path(tmp_path).glob(".*.tmp"))
     assert all(len(ids) == 12 for ids in results)  # no writer failed
+
+
+# -- a private store (issue 34 item 3): whole outputs, secrets included, readable by the owner only ---------
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_a_new_store_is_owner_only_whatever_the_umask(tmp_path):
+    root = tmp_path / "cache" / "store"
+    old = os.umask(0)  # the most permissive umask: files would be 0666, folders 0777
+    try:
+        stored = OutputStore(root, 1 << 20).put(b"AWS_SECRET_ACCESS_KEY=abc\n" * 30)
+    finally:
+        os.umask(old)
+    assert _mode(root) == 0o700 and _mode(stored.path) == 0o600
+    assert [p for p in root.iterdir() if p.name != ".lock" and _mode(p) != 0o600] == []
+
+
+def test_an_existing_open_store_is_tightened_on_first_use(tmp_path):
+    root = tmp_path / "store"
+    root.mkdir()
+    os.chmod(root, 0o755)
+    old_entry = root / (hashlib.sha256(b"old").hexdigest() + ".out")
+    old_entry.write_bytes(b"old")
+    os.chmod(old_entry, 0o644)
+    store = OutputStore(root, 1 << 20)
+    store.put(b"new output\n")
+    assert _mode(root) == 0o700 and _mode(old_entry) == 0o600
+    assert store.get(old_entry.name[:12]) == b"old"
+
+
+def test_the_pipe_keeps_outputs_private_under_a_permissive_umask(tmp_path):
+    # The issue's repro: `(env; seq 300) | squeez --backend bm25 q`, under umask 000.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    env.update(HOME=str(tmp_path / "home"))
+    data = b"AWS_SECRET_ACCESS_KEY=abc\n" + b"".join(b"%d\n" % i for i in range(300))
+    squeez = Path(sys.executable).parent / "squeez"
+    out = subprocess.run([str(squeez), "--backend", "bm25", "q"], input=data, capture_output=True, env=env,
+                         timeout=120, preexec_fn=lambda: os.umask(0))
+    assert out.returncode == 0, out.stderr
+    root = tmp_path / "home" / ".cache" / "squeez" / "store"
+    entries = [p for p in root.iterdir() if p.suffix == ".out"]
+    assert len(entries) == 1 and entries[0].read_bytes() == data
+    assert _mode(root) == 0o700 and _mode(entries[0]) == 0o600
