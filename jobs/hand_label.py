@@ -70,11 +70,14 @@ def render(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.label.hand_labels import REVISION_PASSES, check_label_files, read_label_rows
     from squeez_ray.collect.pool import read_pool
 
     files = _label_files(args.files)
-    good, problems = check_label_files(files, read_pool(args.pool))
+    # a revision file (widen-001.W.jsonl) is checked against the pass-A rows of the label files beside it
+    folders = {str(f.parent) for f in files if f.name.endswith(tuple(f".{p}.jsonl" for p in REVISION_PASSES))}
+    reference = [raw for f in _label_files(sorted(folders)) if f not in files for _, raw in read_label_rows(f)[0]]
+    good, problems = check_label_files(files, read_pool(args.pool), reference=reference)
     for problem in problems:
         print(problem)
     print(f"{len(good)} good label rows, {len(problems)} problems in {len(files)} files")

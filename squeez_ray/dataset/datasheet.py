@@ -36,6 +36,7 @@ def summarise(examples: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[
         "splits": dict(Counter(e["split"] for e in examples)),
         "difficulty": dict(Counter(x.get("difficulty") for x in notes)),
         "labellers": len({x.get("labeller") for x in notes}),
+        "revised": dict(Counter(e["split"] for e, x in zip(examples, notes) if x.get("revised"))),
         "over_800_lines": sum(k > 800 for k in lines),
         "median_lines": median(lines) if lines else 0,
         "length_bins": {f"{lo}-{hi}": sum(lo <= k <= hi for k in lines) for lo, hi in LENGTH_BINS},
@@ -72,6 +73,8 @@ def render_datasheet(examples: Sequence[Mapping[str, Any]], pool: Mapping[str, M
         f"- output length: median {s['median_lines']} lines; over 800 lines: {s['over_800_lines']} "
         f"({_pct(s['over_800_lines'], n)}); bins {json.dumps(s['length_bins'])}",
         f"- gold size: median {s['median_gold_lines']} lines per positive",
+        f"- revised gold (pass W, `widen-NNN.W.jsonl`: a narrow first gold re-read and widened to the evidence "
+        f"block): {sum(s['revised'].values())} examples, by split {json.dumps(s['revised'])}",
         "",
         "| family | examples | share | negatives | median lines |",
         "| --- | ---: | ---: | ---: | ---: |",

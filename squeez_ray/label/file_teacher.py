@@ -4,7 +4,9 @@
 rows written for it (its ``instance_id`` is the pool's ``output_id``), each becoming one example with
 its own instance id (``<output_id>#<k>``, so two queries over one output are two examples). A label
 that no longer fits its output (spans out of range: the output changed) is rejected and counted; an
-observation with no label is left for a rerun, since a later label file may label it.
+observation with no label is left for a rerun, since a later label file may label it. A row of a
+revision pass (``revisions``, "W") replaces the gold and difficulty of the row with its output and query,
+which keeps its place (so its instance id) and says ``revised`` in its notes.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ INVALID_LABEL = "invalid_label"
 class FileTeacherConfig:
     labels: list[str] = field(default_factory=list)  # label files (JSONL) or folders of them
     passes: list[str] = field(default_factory=lambda: ["A"])  # which labelling passes become examples
+    revisions: list[str] = field(default_factory=lambda: ["W"])  # passes whose rows revise those examples' gold
 
 
 def load_labels(config: FileTeacherConfig) -> dict[str, list[dict[str, Any]]]:
     """Label rows of the chosen passes by output_id, in file order (JSON text, so Ray ships plain data)."""
     from pathlib import Path
 
-    from squeez_ray.label.hand_labels import label_files, read_label_rows
+    from squeez_ray.label.hand_labels import example_key, label_files, read_label_rows
     from squeez_ray.schema import DataError
 
     for path in map(Path, config.labels):
@@ -38,6 +41,7 @@ def load_labels(config: FileTeacherConfig) -> dict[str, list[dict[str, Any]]]:
             raise DataError("label file does not exist", path=path)
     files = label_files(config.labels)
     by_output: dict[str, list[dict[str, Any]]] = {}
+    revised: dict[tuple[str, str], dict[str, Any]] = {}
     for file in files:
         rows, problems = read_label_rows(file)
         if problems:
@@ -45,6 +49,14 @@ def load_labels(config: FileTeacherConfig) -> dict[str, list[dict[str, Any]]]:
         for _, raw in rows:
             if raw.get("pass") in config.passes:
                 by_output.setdefault(str(raw.get("output_id")), []).append(raw)
+            elif raw.get("pass") in config.revisions:
+                revised[example_key(raw)] = raw
+    for rows in by_output.values():
+        for k, raw in enumerate(rows):
+            new = revised.get(example_key(raw))
+            if new is not None and raw.get("pass") == "A":
+                rows[k] = {**raw, "gold": new.get("gold"), "difficulty": new.get("difficulty"),
+                           "revised": str(new.get("labeller"))}
     return by_output
 
 
@@ -66,6 +78,8 @@ def file_label(row: Mapping[str, Any], labels: Mapping[str, list[Mapping[str, An
             out.append(reject(dict(row), INVALID_LABEL, str(error)))
             continue
         notes = {key: label.get(key) for key in ("pass", "labeller", "difficulty")}
+        if label.get("revised"):
+            notes["revised"] = label["revised"]
         out.append({**row, "instance_id": f"{row['instance_id']}#{k}", "query": str(label.get("query", "")).strip(),
                     "spans": json.dumps([list(s) for s in spans]), "rule": "", "notes": json.dumps(notes)})
     return out

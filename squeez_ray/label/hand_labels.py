@@ -6,7 +6,8 @@ A label row (JSONL, one per example)::
      "pass": "A", "labeller": "..."}
 
 ``pass`` names the labelling pass that produced the row ("A": the first labelling, "B": the blind
-second labelling used for agreement). The checks are LABELLING.md's: the output exists in the pool
+second labelling used for agreement, "W": a revision whose gold replaces that of the pass-A row with
+the same output and query, e.g. a narrow first gold widened to the evidence block, issue #35). The checks are LABELLING.md's: the output exists in the pool
 and was not edited, a non-empty query that names no line number and does not quote the answer whole,
 spans in range, sorted, disjoint and not touching, a negative has no gold and a positive has some,
 gold at most half of the output, outputs of at least 5 lines, no duplicate example, at most four
@@ -28,6 +29,7 @@ DIFFICULTIES = ("easy", "medium", "semantic", "negative")
 MAX_QUERY_CHARS = 300
 MIN_OUTPUT_LINES = 5
 MAX_GOLD_SHARE = 0.5
+REVISION_PASSES = ("W",)  # a row of these passes revises the pass-A row of its output and query
 MAX_EXAMPLES_PER_OUTPUT = 4  # per pass: more would let one output dominate its source; fewer leaves
 # too few queries over one output's look-alike blocks to teach localisation (issue #23)
 # "line 12", "lines 3-4", "L12", "foo.py:12": a query never points at a position in the output.
@@ -43,6 +45,11 @@ class LabelProblem:
 
     def __str__(self) -> str:
         return f"{self.path}: row {self.row}: field {self.field!r}: {self.message}"
+
+
+def example_key(raw: Mapping[str, Any]) -> tuple[str, str]:
+    """What names one example across passes: its output and its query (case and spacing aside)."""
+    return str(raw.get("output_id")), " ".join(str(raw.get("query", "")).lower().split())
 
 
 def label_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -134,11 +141,16 @@ def check_label(raw: Mapping[str, Any], pool: Mapping[str, Mapping[str, Any]]) -
     return problems
 
 
-def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[str, Any]],
-                      ) -> tuple[list[dict[str, Any]], list[LabelProblem]]:
-    """Good label rows (each tagged with its file) and every problem found, over all files at once."""
+def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[str, Any]], *,
+                      reference: Iterable[Mapping[str, Any]] = ()) -> tuple[list[dict[str, Any]], list[LabelProblem]]:
+    """Good label rows (each tagged with its file) and every problem found, over all files at once.
+
+    A revision row (``REVISION_PASSES``) must name a good pass-A row of these files or of ``reference``
+    (pass-A rows of label files not being checked), by output and query."""
     good: list[dict[str, Any]] = []
     problems: list[LabelProblem] = []
+    targets = {example_key(r) for r in reference if r.get("pass") == "A"}
+    revisions: list[tuple[Path, int, dict[str, Any], list[tuple[str, str]]]] = []
     seen: dict[tuple[str, str, str], str] = {}
     per_output: dict[tuple[str, str], int] = {}
     for path in paths:
@@ -155,8 +167,21 @@ def check_label_files(paths: Iterable[str | Path], pool: Mapping[str, Mapping[st
             if per_output[count_key] > MAX_EXAMPLES_PER_OUTPUT:
                 found.append(("output_id", f"example {MAX_EXAMPLES_PER_OUTPUT + 1} of this output in pass "
                                            f"{key[2]} (at most {MAX_EXAMPLES_PER_OUTPUT})"))
+            if raw.get("pass") in REVISION_PASSES:
+                revisions.append((Path(path), index, raw, found))
+                continue
             if found:
                 problems += [LabelProblem(str(path), index, f, m) for f, m in found]
             else:
                 good.append({**raw, "query": raw["query"].strip(), "label_file": Path(path).name})
+                if raw.get("pass") == "A":
+                    targets.add(example_key(raw))
+    for path, index, raw, found in revisions:
+        if example_key(raw) not in targets:
+            found.append(("query", f"pass {raw.get('pass')} revises a pass-A example, and no good pass-A row "
+                                   "has this output_id and query"))
+        if found:
+            problems += [LabelProblem(str(path), index, f, m) for f, m in found]
+        else:
+            good.append({**raw, "query": raw["query"].strip(), "label_file": path.name})
     return good, problems

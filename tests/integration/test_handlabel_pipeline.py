@@ -27,13 +27,13 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def slice_dir(tmp_path_factory):
-    """Outputs of three sources and their pass-A label rows, copied out of the stored set."""
+    """Outputs of three sources and their pass-A label rows and revisions, copied out of the stored set."""
     pool = read_pool(DATA / "outputs.parquet")
     sources = sorted({row["source"] for row in pool.values()})[:3]
     chosen = {i: row for i, row in pool.items() if row["source"] in sources}
     tmp = tmp_path_factory.mktemp("slice")
     write_pool(chosen.values(), tmp / "outputs.parquet")
-    rows = [json.loads(line) for f in sorted((DATA / "labels").glob("*.A.jsonl")) for line in f.open() if line.strip()]
+    rows = [json.loads(line) for f in sorted((DATA / "labels").glob("*.[AW].jsonl")) for line in f.open() if line.strip()]
     (tmp / "labels.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["output_id"] in chosen))
     return tmp, set(chosen)
 

@@ -171,6 +171,43 @@ def test_an_output_gets_at_most_four_examples_per_pass(tmp_path):
     assert len(good) == 5 and [p.row for p in problems] == [5] and "at most 4" in problems[0].message
 
 
+def test_a_revision_row_must_name_a_good_pass_a_example(tmp_path):
+    row = pool_row()
+    pool = {row["output_id"]: row}
+    first = tmp_path / "batch-001.A.jsonl"
+    first.write_text(json.dumps(label(row)) + "\n")
+    widen = tmp_path / "widen-001.W.jsonl"
+    rows = [label(row, query="Which test fails", gold=[[3, 6]], **{"pass": "W", "labeller": "W/test"}),
+            label(row, query="what is skipped", gold=[[3, 6]], **{"pass": "W", "labeller": "W/test"})]
+    widen.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    good, problems = check_label_files([first, widen], pool)
+    assert [(r["pass"], r["gold"]) for r in good] == [("A", [[3, 4]]), ("W", [[3, 6]])]
+    assert [(p.path, p.row) for p in problems] == [(str(widen), 2)] and "no good pass-A row" in problems[0].message
+    alone, problems = check_label_files([widen], pool)  # checked alone, nothing to revise
+    assert alone == [] and len(problems) == 2
+    good, problems = check_label_files([widen], pool, reference=[label(row)])  # the A rows beside it
+    assert len(good) == 1 and [p.row for p in problems] == [2]
+
+
+def test_a_revision_replaces_the_pass_a_gold_and_keeps_the_example(tmp_path):
+    from squeez_ray.label.file_teacher import FileTeacherConfig, load_labels
+
+    row = pool_row()
+    (tmp_path / "batch-001.A.jsonl").write_text("".join(json.dumps(r) + "\n" for r in (
+        label(row), label(row, query="what is skipped", gold=[[8, 8]]))))
+    (tmp_path / "widen-001.W.jsonl").write_text(json.dumps(
+        label(row, query="what is SKIPPED", gold=[[7, 9]], note="the block", **{"pass": "W", "labeller": "W/x"})) + "\n")
+    labels = load_labels(FileTeacherConfig(labels=[str(tmp_path)]))
+    working = {"instance_id": row["output_id"], "repo": row["source"], "tool_type": row["family"],
+               "command": row["command"], "tool_output": row["tool_output"], "background_task": "", **WORKING_DEFAULTS}
+    out = file_label(working, labels)
+    assert [r["instance_id"] for r in out] == [f"{row['output_id']}#0", f"{row['output_id']}#1"]
+    assert [json.loads(r["spans"]) for r in out] == [[[3, 4]], [[7, 9]]]
+    assert out[1]["query"] == "what is skipped"
+    assert json.loads(out[1]["notes"]) == {"pass": "A", "labeller": "A/test", "difficulty": "easy", "revised": "W/x"}
+    assert "revised" not in json.loads(out[0]["notes"])
+
+
 def test_ecosystem_collector_rows_are_pool_rows_and_short_outputs_are_dropped(tmp_path):
     from squeez_ray.collect.sources.ecosystems import Tree
 
