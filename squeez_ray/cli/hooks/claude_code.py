@@ -27,6 +27,7 @@ import shlex
 import sys
 from typing import Any
 
+from squeez_ray.cli.hooks.codex import codex_auto_approved
 from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
 
 # The transcript can be large: only its tail is read, where the last user prompt is.
@@ -62,12 +63,14 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
     command, put_back = _command_of(tool_input.get("command"))
     if command is None:
         return None
+    # Codex applies a rewrite only with permissionDecision "allow" (codex.py): only commands Codex
+    # itself runs without asking, under any approval policy, may get one.
+    if host == "codex" and not codex_auto_approved(command, payload.get("cwd")):
+        return None
     settings = _settings() if settings is None else settings
     patterns = getattr(settings, "hook_patterns", None)
-    # Codex approves a rewritten call itself (see codex.py): installers keep their approval prompt there.
-    exclude = ("install",) if host == "codex" else ()
     prefix, rest = split_cd_prefix(command)  # `cd DIR && CMD`: the cd stays in the agent's shell
-    if should_wrap(rest, patterns, exclude) is None:
+    if should_wrap(rest, patterns) is None:
         return None
     query = build_query(tool_input.get("description"), rest, payload.get("transcript_path"))
     wrapped = f"{prefix}{squeez_invocation()} run {shlex.quote(query)} -- bash -c {shlex.quote(rest)}"

@@ -60,8 +60,8 @@ def hooks_main(argv: list[str]) -> int:
     note(f"{args.host} hook {did} {path}" if changed else
          f"nothing to do: the {args.host} hook is {'already' if verb == 'install' else 'not'} in {path}")
     if verb == "install" and args.host == "codex":
-        note("codex: the rewrite carries permissionDecision \"allow\" (Codex applies updatedInput only then): "
-             "wrapped commands skip Codex's approval prompt; see docs/CLI.md")
+        note("codex: only searches and file reads that Codex runs without asking anyway (cat, grep, rg, find, "
+             "nl) are wrapped; tests, builds and the rest keep Codex's approval; see docs/CLI.md")
     return EXIT_OK
 
 
