@@ -6,6 +6,7 @@ a fail-open rule is decided in one place.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -14,7 +15,17 @@ from squeez_ray.cli.show import open_store
 from squeez_ray.cli.store import StoreError
 from squeez_ray.infer.base import PruneRequest, PruneResult
 from squeez_ray.infer.registry import build_pruner
-from squeez_ray.spans import count_lines, normalize_spans, split_lines
+from squeez_ray.spans import count_lines, normalize_spans, render, split_lines
+
+# Never nothing on a positive: when the model keeps no line of an output that is not clearly beside
+# the query, the agent gets this bounded sample (with the omitted-lines markers) instead of nothing.
+FALLBACK = "fallback: head and tail"
+SAMPLE_LINES = 10  # per side, as `head` / `tail` show
+SAMPLE_CHARS = 4_000  # per side: lines are never cut, so a side stops before a line that would pass this
+# Words that say nothing about what an output holds (question words, the hooks' generic query).
+_STOP = frozenset("""about after also been before being could does each every find from have important
+into line lines only other output print shown show should some than that their them then there these
+they this those what when where which while with would your""".split())
 
 
 @dataclass(frozen=True)
@@ -60,22 +71,81 @@ def call_backend(settings: Any, query: str, text: str) -> tuple[PruneResult | No
     """
     import time
 
+    from squeez_ray.cli.daemon_client import warm_prune
     from squeez_ray.infer.base import RenderOptions
 
     pruner = None
     load_s = 0.0
     try:
-        started = time.perf_counter()
-        pruner = build_pruner(settings.backend, settings_mod.backend_options(settings))
-        load_s = time.perf_counter() - started
         render_options = RenderOptions(line_numbers=settings.line_numbers, markers=settings.markers)
-        result = pruner.prune_batch([PruneRequest(query, text, settings.tool_type)],
-                                    render_options=render_options, fail_open=False)[0]
+        result = warm_prune(settings, query, text)  # None: no warm process answered, prune here
+        if result is None:
+            started = time.perf_counter()
+            pruner = build_pruner(settings.backend, settings_mod.backend_options(settings))
+            load_s = time.perf_counter() - started
+            result = pruner.prune_batch([PruneRequest(query, text, settings.tool_type)],
+                                        render_options=render_options, fail_open=False)[0]
         if not result.pruned:
             return None, f"backend {settings.backend} did not prune ({result.reason})", pruner, load_s
         # Spans over another text would be a backend bug: fail open, never mis-cut.
         clean = normalize_spans(result.spans, len(split_lines(text)))
         result.spans, result.kept_lines = [list(span) for span in clean], count_lines(clean)
-        return result, None, pruner, load_s
+        return never_empty(result, query, text, render_options), None, pruner, load_s
     except Exception as error:  # noqa: BLE001 - the fail-open boundary: say what was swallowed
         return None, f"backend {settings.backend} failed ({type(error).__name__}: {error})", pruner, load_s
+
+
+def query_words(query: str) -> set[str]:
+    """The query's content words as loose stems (``failing`` -> ``fail``), lower case."""
+    words = (w for w in re.findall(r"\w+", query.lower()) if len(w) >= 4 and w not in _STOP)
+    return {w[:max(4, len(w) - 3)] for w in words}
+
+
+def beside_query(query: str, text: str) -> bool:
+    """Clearly beside the query: it has content words and none of their stems occurs in the output.
+
+    A cheap, one-sided test: it only says an output is off-topic when it shares no word with the
+    question; a query of only generic words ("the important lines of ...") is never beside anything.
+    """
+    words = query_words(query)
+    if not words:
+        return False
+    lowered = text.lower()
+    return not any(word in lowered for word in words)
+
+
+def head_and_tail(lines: list[str]) -> list[list[int]]:
+    """Spans of a bounded sample: up to SAMPLE_LINES lines and SAMPLE_CHARS characters from each end."""
+    n = len(lines) - (1 if lines and lines[-1] == "" else 0)  # the piece after a final newline is no line
+    side = min(SAMPLE_LINES, max(1, n // 4))  # a short output: a quarter from each end
+
+    def fitting(numbers: range) -> list[int]:
+        taken, chars = [], 0
+        for number in numbers[:side]:
+            chars += len(lines[number - 1]) + 1
+            if chars > SAMPLE_CHARS:
+                break
+            taken.append(number)
+        return taken
+
+    kept = fitting(range(1, n + 1)) + fitting(range(n, 0, -1))
+    return [list(span) for span in normalize_spans([[k, k] for k in kept], n)]
+
+
+def never_empty(result: PruneResult, query: str, text: str, render_options: Any) -> PruneResult:
+    """A result that kept nothing, on an output not clearly beside the query, becomes a head-and-tail
+    sample, and its ``reason`` says so (FALLBACK); anything else comes back unchanged."""
+    if result.kept_lines or beside_query(query, text):
+        return result
+    lines = split_lines(text)
+    spans = head_and_tail(lines)
+    if not spans:
+        return result
+    result.spans, result.kept_lines = spans, count_lines(spans)
+    result.text = render(lines, spans, line_numbers=render_options.line_numbers, markers=render_options.markers)
+    result.reason = f"{result.reason}; {FALLBACK}" if result.reason else FALLBACK
+    return result
+
+
+def is_fallback(result: PruneResult) -> bool:
+    return FALLBACK in (result.reason or "")

@@ -38,7 +38,7 @@ from squeez_ray.cli.args import add_pruning_flags
 from squeez_ray.cli.failure_lines import failure_line_numbers
 from squeez_ray.cli.markers import render_marked, visible_line_count
 from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
-from squeez_ray.cli.pruning import call_backend, input_gate, keep_full_output
+from squeez_ray.cli.pruning import FALLBACK, call_backend, input_gate, is_fallback, keep_full_output
 from squeez_ray.config import ConfigError
 from squeez_ray.spans import normalize_spans, split_lines
 
@@ -65,6 +65,7 @@ class RunResult:
     note: str | None = None  # why it was not pruned, or store trouble; for stderr / a log
     failure_lines: int = 0  # lines the safety net added to what the model kept
     backend_abandoned: bool = False  # the backend timed out and still runs in a daemon thread
+    fallback: bool = False  # the model kept nothing: the answer is a head-and-tail sample (pruning.FALLBACK)
 
     @property
     def text(self) -> str:
@@ -117,11 +118,12 @@ def prune_output(query: str, data: bytes | str, settings: Any = None, exit_code:
     kept = sum(min(end, total) - start + 1 for start, end in spans if start <= total)
     body = render_marked(exact_lines, spans, store_id, line_numbers=settings.line_numbers)
     extra = f", +{len(forced)} failure line{'s' if len(forced) != 1 else ''}" if forced else ""
+    extra += f", {FALLBACK}: the model kept none" if is_fallback(pruned) else ""
     where = f"full output: squeez show {store_id}" if store_id else "full output not kept"
     footer = f"[squeez: kept {kept} of {total} lines ({settings.backend}{extra}); {where}]"
     out = (body + "\n" if body else "") + footer + "\n"
     return RunResult(out.encode("utf-8", errors="surrogateescape"), exit_code, store_id, True, kept, total,
-                     store_note, len(forced))
+                     store_note, len(forced), fallback=is_fallback(pruned))
 
 
 def run_command(query: str, command: list[str] | str, cwd: str | None = None, settings: Any = None,
