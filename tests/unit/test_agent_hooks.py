@@ -24,6 +24,13 @@ from squeez_ray.cli.hooks.patterns import should_wrap
 from squeez_ray.config import ConfigError
 
 
+@pytest.fixture(autouse=True)
+def no_user_rules(tmp_path, monkeypatch):
+    """In-process rewrites read Claude Code's permission rules (permissions.py): none from the real HOME."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+
+
 def payload(command, description="Run the unit tests", transcript=None, **tool_input) -> dict:
     return {"session_id": "abc123", "transcript_path": transcript, "cwd": "/repo", "permission_mode": "default",
             "hook_event_name": "PreToolUse", "tool_name": "Bash",

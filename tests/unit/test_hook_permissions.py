@@ -123,3 +123,101 @@ def test_the_issue_repro_through_the_entry_point(env, tmp_path):  # noqa: F811
         out = subprocess.run([str(SQUEEZ), "hook", "codex"], input=data.encode(), capture_output=True, env=env,
                              timeout=60)
         assert (out.returncode, out.stdout) == (0, b""), out.stdout
+
+
+# --- Claude Code: rules are matched against the rewritten command (permissions.py) -------------------
+
+def claude_payload(command, cwd) -> dict:
+    return {"session_id": "s", "transcript_path": None, "cwd": str(cwd), "permission_mode": "default",
+            "hook_event_name": "PreToolUse", "tool_name": "Bash",
+            "tool_input": {"command": command, "description": "Run it"}, "tool_use_id": "toolu_1"}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project folder and an empty HOME: only the rules a test writes are configured."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_PROJECT_DIR", raising=False)
+    root = tmp_path / "project"
+    (root / ".claude").mkdir(parents=True)
+    (root / "sub").mkdir()
+    return root
+
+
+def write_rules(path, **rules):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"model": "opus", "permissions": rules}))
+
+
+def wrapped(command, cwd) -> bool:
+    return rewrite(claude_payload(command, cwd), "claude-code", settings_mod.Settings()) is not None
+
+
+def test_without_rules_the_usual_commands_are_wrapped(project):
+    for command in ("pytest -q", "pytest -q; git push origin main", "grep -rn x .", "cat .env", "make"):
+        assert wrapped(command, project), command
+
+
+def test_a_deny_rule_still_sees_the_command_it_names(project):
+    write_rules(project / ".claude" / "settings.json", deny=["Bash(git push:*)", "Bash(rm -rf *)"])
+    for command in ("pytest -q; git push --force origin main", "pytest && git push", "make || rm -rf build",
+                    "cd sub && pytest -q && git 'push'"):
+        assert not wrapped(command, project), command
+    assert wrapped("pytest -q", project) and wrapped("git log -5", project) and wrapped("grep -rn push .", project)
+
+
+def test_allow_and_ask_rules_keep_matching_the_original(project):
+    write_rules(project / ".claude" / "settings.local.json", allow=["Bash(pytest:*)", "Bash(npm run test*)"],
+                ask=["Bash(make deploy)"])
+    for command in ("pytest -q", "python -m pytest -x", "npm run test:unit", "make deploy"):
+        assert not wrapped(command, project), command
+    assert wrapped("make -j4", project) and wrapped("cargo test", project)
+
+
+def test_a_rule_the_rewrite_itself_would_match_leaves_everything_alone(project):
+    """An allow for squeez, bash -c or `* -c *` would approve the rewritten command: never let it."""
+    for rule in ("Bash(squeez:*)", "Bash(bash -c:*)", "Bash(* -c *)", "Bash(*squeez* run *)", "Bash(run *)"):
+        write_rules(project / ".claude" / "settings.json", allow=[rule])
+        assert not wrapped("grep -rn x .", project), rule
+
+
+def test_rules_that_match_original_and_rewrite_alike_change_nothing(project):
+    write_rules(project / ".claude" / "settings.json", allow=["Bash", "Bash(*)", "Read"], deny=["WebFetch"])
+    assert wrapped("pytest -q", project)
+
+
+def test_file_deny_rules_keep_shell_reads_of_those_files_alone(project):
+    write_rules(project / ".claude" / "settings.json", deny=["Read(./.env)", "Read(./secrets/**)"],
+                ask=["Edit(config/prod.yaml)"])
+    for command in ("cat .env", "grep -rn KEY ./secrets", "cat config/prod.yaml"):
+        assert not wrapped(command, project), command
+    assert wrapped("cat README.md", project)
+
+
+def test_rules_are_read_from_every_settings_file_claude_code_reads(project, tmp_path, monkeypatch):
+    write_rules(tmp_path / "home" / ".claude" / "settings.json", deny=["Bash(git push:*)"])
+    assert not wrapped("pytest; git push", project)  # the user's settings
+    (tmp_path / "home" / ".claude" / "settings.json").unlink()
+    write_rules(project / ".claude" / "settings.json", deny=["Bash(git push:*)"])
+    assert not wrapped("pytest; git push", project / "sub")  # a parent folder's project settings
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert wrapped("pytest; git push", elsewhere)
+    monkeypatch.setenv("CLAUDE_PROJECT_DIR", str(project))
+    assert not wrapped("pytest; git push", elsewhere)
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"permissions": {"deny": "Bash(rm:*)"}}',
+                                     '{"permissions": [1]}', '{"permissions": {"allow": [3]}}',
+                                     "[" * 100_000 + "]" * 100_000])
+def test_a_settings_file_that_cannot_be_read_leaves_the_command_alone(project, content):
+    (project / ".claude" / "settings.json").write_text(content)
+    assert not wrapped("pytest -q", project)
+
+
+def test_a_fifo_or_a_folder_as_settings_never_blocks_and_leaves_the_command_alone(project):
+    os.mkfifo(project / ".claude" / "settings.json")
+    assert not wrapped("pytest -q", project)
+    (project / ".claude" / "settings.json").unlink()
+    (project / ".claude" / "settings.json").mkdir()
+    assert not wrapped("pytest -q", project)

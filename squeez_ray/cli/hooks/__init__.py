@@ -2,6 +2,7 @@
 
     patterns.py     which commands are wrapped, which are left alone (shared with ``squeez report``)
     claude_code.py  the payload -> rewrite logic and ``squeez hook claude-code``
-    codex.py        the Codex CLI differences
+    codex.py        the Codex CLI differences: which commands Codex runs without asking anyway
+    permissions.py  Claude Code's permission rules: commands a rule could see are left alone
     install.py      ``squeez install|uninstall claude-code|codex``: merging into the settings files
 """

@@ -7,10 +7,11 @@ Claude Code runs the hook with the tool call as JSON on stdin (``tool_name``, ``
     {"hookSpecificOutput": {"hookEventName": "PreToolUse",
                             "updatedInput": {...tool_input, "command": "squeez run 'QUERY' -- bash -c '...'"}}}
 
-and nothing else: no ``permissionDecision``, so the user's approval rules and prompts apply to the
-call exactly as before (the documented schema: https://code.claude.com/docs/en/hooks#pretooluse,
-"PreToolUse decision control": ``updatedInput`` modifies the tool's input before it runs;
-``permissionDecision`` is optional). Every other call gets no output.
+and nothing else: no ``permissionDecision`` (the documented schema:
+https://code.claude.com/docs/en/hooks#pretooluse, "PreToolUse decision control": ``updatedInput``
+modifies the tool's input before it runs; ``permissionDecision`` is optional). Claude Code matches
+its permission rules against the rewritten command, so a command any configured rule could see is
+left alone (permissions.py). Every other call gets no output.
 
 The hook must never block a tool call: on any error (malformed JSON, an unexpected shape, a
 transcript it cannot read, a bug) it prints nothing and exits 0.
@@ -29,11 +30,13 @@ from typing import Any
 
 from squeez_ray.cli.hooks.codex import codex_auto_approved
 from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
+from squeez_ray.cli.hooks.permissions import rules_could_see
 
 # The transcript can be large: only its tail is read, where the last user prompt is.
 _TRANSCRIPT_TAIL = 1 << 20
 _PROMPT_CHARS = 300
 _QUERY_CHARS = 600
+_RUN_WORDS = ("squeez", "run", "--", "bash", "-c")
 
 
 def hook_main(host: str, stdin: Any = None, stdout: Any = None) -> int:
@@ -72,8 +75,13 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
     prefix, rest = split_cd_prefix(command)  # `cd DIR && CMD`: the cd stays in the agent's shell
     if should_wrap(rest, patterns) is None:
         return None
+    invocation = squeez_invocation()
+    # Claude Code matches its permission rules against the rewritten command (permissions.py).
+    if host == "claude-code" and rules_could_see(command, [*shlex.split(invocation), *_RUN_WORDS],
+                                                 payload.get("cwd")):
+        return None
     query = build_query(tool_input.get("description"), rest, payload.get("transcript_path"))
-    wrapped = f"{prefix}{squeez_invocation()} run {shlex.quote(query)} -- bash -c {shlex.quote(rest)}"
+    wrapped = f"{prefix}{invocation} run {shlex.quote(query)} -- bash -c {shlex.quote(rest)}"
     output: dict[str, Any] = {"hookEventName": "PreToolUse"}
     if host == "codex":
         output["permissionDecision"] = "allow"
