@@ -76,3 +76,34 @@ def test_schema_check_is_real(cluster_config):
     broken["available_node_types"]["head"]["node_confg"] = broken["available_node_types"]["head"].pop("node_config")
     with pytest.raises((jsonschema.ValidationError, ValueError, KeyError)):
         _validate(broken)
+
+
+def test_head_installs_boto3_into_the_python_the_autoscaler_runs(cluster_config):
+    # Ray's AWS node provider imports boto3 on the head; Ray does not depend on it, so without this line the
+    # autoscaler never starts a worker and, with the head's 0 CPUs, every job waits.
+    head = cluster_config.get("head_setup_commands") or []
+    assert any("boto3==" in c and "--python ~/venv/bin/python" in c for c in head), head
+    assert all("venv/bin" in c for c in cluster_config["head_start_ray_commands"])
+
+
+def test_every_request_a_job_makes_has_a_worker_type_to_start(cluster_config):
+    """The autoscaler's own bin-packing: with 0 CPUs on the head, each request must match a worker type's
+    declared resources, or it waits forever (resources: {} leaves that to an EC2 lookup through boto3)."""
+    from functools import partial
+
+    from ray.autoscaler._private.node_provider_availability_tracker import NodeAvailabilitySummary
+    from ray.autoscaler._private.resource_demand_scheduler import _default_utilization_scorer, get_nodes_for
+
+    scorer = partial(_default_utilization_scorer, node_availability_summary=NodeAvailabilitySummary({}))
+    full = _validate(cluster_config)
+    types = full["available_node_types"]
+    assert types["head"]["resources"] == {"CPU": 0}
+    requests = {
+        "a collection or labelling task": ({"CPU": 1}, "cpu_worker"),
+        # fit_check.worker_task_options for qwen35_2b_lora.yaml with scaling.accelerator_type=H100
+        "a training worker on H100": ({"CPU": 8, "GPU": 1, "accelerator_type:H100": 0.001}, "gpu_worker"),
+        "a vLLM Serve replica": ({"GPU": 1}, "gpu_worker"),
+    }
+    for what, (demand, expected) in requests.items():
+        to_add, residual = get_nodes_for(types, {"head": 1}, "head", full["max_workers"], [demand], scorer)
+        assert not residual and dict(to_add) == {expected: 1}, f"{what} {demand}: {dict(to_add)}, left {residual}"
