@@ -45,6 +45,9 @@ def build_llm_config(config: ServeAppConfig) -> Any:
 
 def build_model_deployment(config: ServeAppConfig) -> tuple[Any, Any]:
     """(the bound LLMServer application, its OpenAI model card) for the API deployment to call."""
+    # Private on purpose: Ray 2.60 has no public way to build the ModelCard that the public OpenAiIngress
+    # requires (ray.serve.llm exports neither it nor a builder; OpenAiIngress's own docstring and
+    # build_openai_app import this same function). Swap it when ray.serve.llm exports one.
     from ray.llm._internal.serve.core.configs.openai_api_models import to_model_metadata
     from ray.serve.llm import build_llm_deployment
 

@@ -18,7 +18,6 @@ The per-layer activation coefficients are what autograd keeps for the tensors na
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -109,7 +108,7 @@ def _cached_config(repo_id: str) -> str | None:
         from huggingface_hub import try_to_load_from_cache
 
         found = try_to_load_from_cache(repo_id, "config.json")
-    except Exception:  # not a valid repo id, no hub client: nothing cached
+    except Exception:  # noqa: BLE001 - not a valid repo id, no hub client: nothing cached
         return None
     return found if isinstance(found, str) else None
 
@@ -182,6 +181,3 @@ def plan_memory(config: TrainConfig, device: Device, *, text_config: Any = None)
         parts["CUDA context + allocator slack"] = CUDA_OVERHEAD_BYTES + int((ALLOCATOR_SLACK - 1) * activations)
     return MemoryPlan(device, tokens, params, lora, parts)
 
-
-def plan_json(plan: MemoryPlan) -> str:
-    return json.dumps(plan.as_dict(), indent=2)

@@ -9,7 +9,6 @@ through their own cache; tests never download).
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -132,6 +131,3 @@ def lora_target_names(peft_model: Any) -> list[str]:
             names.add(name.rsplit(".", 1)[-1])
     return sorted(names)
 
-
-def read_json(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())

@@ -49,13 +49,6 @@ class PackageSpec:
         return f"{self.name}-{self.version}"
 
 
-@dataclass
-class PackageFailure:
-    package: str
-    stage: str
-    reason: str
-
-
 def _archives(directory: Path) -> list[Path]:
     return sorted(p for p in directory.iterdir() if p.suffix in (".gz", ".zip", ".whl", ".bz2")) \
         if directory.is_dir() else []
