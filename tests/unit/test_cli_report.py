@@ -52,8 +52,8 @@ def test_report_over_the_stored_runs(tmp_path, trajectories_dir):
     assert families and families <= set(DEFAULT_PATTERNS)
     for family in (LEFT_ALONE, OTHER):  # passed through: nothing saved
         assert rows[family]["tokens_after"] == rows[family]["tokens_before"] and rows[family]["pruned"] == 0
-    read = rows["read"]  # file reads dominate these runs; the long ones are pruned
-    assert read["pruned"] > 10 and read["tokens_after"] < read["tokens_before"] / 2
+    read = rows["read"]  # whole-file reads; bounded ones (sed -n A,Bp, head) are left alone (hooks/patterns.py)
+    assert read["pruned"] >= 3 and read["tokens_after"] < read["tokens_before"] / 2
     assert sum(row["failure_lines"] for row in rows.values()) >= sum(row["failure_kept"] for row in rows.values())
 
     table = report(tmp_path, "--backend", "bm25", "--limit", "40", str(trajectories_dir))
