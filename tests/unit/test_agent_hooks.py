@@ -20,7 +20,7 @@ from test_cli_prune import SQUEEZ, env  # noqa: F401 - env is a fixture
 from squeez_ray.cli import settings as settings_mod
 from squeez_ray.cli.hooks.claude_code import hook_main, last_user_prompt, rewrite
 from squeez_ray.cli.hooks.install import install, uninstall
-from squeez_ray.cli.hooks.patterns import should_wrap
+from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
 from squeez_ray.config import ConfigError
 
 
@@ -49,9 +49,12 @@ def inner_command(wrapped: str) -> tuple[str, str]:
 @pytest.mark.parametrize(("command", "family"), [
     ("pytest -q tests/unit", "test"), ("python -m pytest -x", "test"), ("uv run pytest", "test"),
     ("FOO=1 npm test", "test"), ("cargo test 2>&1", "test"), ("make -j4", "build"), ("ruff check .", "lint"),
-    ("grep -rn load_config .", "grep"), ("rg -n TODO 2>/dev/null", "grep"), ("git log --oneline -50", "git"),
-    ("git diff HEAD~3", "git"), ("git blame -L 10,40 a.py", "git"), ("pip install -e .", "install"),
-    ("cat src/app.py", "read"), ("sed -n 1,400p big.py", "read"), ("head -n 300 log.txt", "read"),
+    ("grep -rn load_config .", "grep"), ("rg -n TODO 2>/dev/null", "grep"), ("git log -50", "git"),
+    ("git diff HEAD~3", "git"), ("git blame a.py", "git"), ("pip install -e .", "install"),
+    ("cat src/app.py", "read"), ("sed -n '/def main/,/^$/p' big.py", "read"), ("tail -n +200 log.txt", "read"),
+    ("sed -n 1,400p a.py && cat b.py", "read"), ("head -50 a.log && pytest -q", "test"),
+    ("git log -5", "git"), ("git show HEAD", "git"), ("git show --stat -p HEAD", "git"),
+    ("git log --oneline", "git"), ("git diff --stat=80 -U5", "git"),
     ("ls && pytest -q", "test"), ("sudo -E make install", "build"),
 ])
 def test_long_output_commands_are_wrapped(command, family):
@@ -68,6 +71,20 @@ def test_long_output_commands_are_wrapped(command, family):
 ])
 def test_commands_left_alone(command):
     assert should_wrap(command) is None
+
+
+@pytest.mark.parametrize("command", [
+    "head -50 app.log", "head -n 300 log.txt", "head -c 4096 blob", "tail -n 100 app.log", "tail -20 a.log",
+    "tail --lines=40 a.log", "sed -n 1,400p big.py", "sed -n '120,180p' src/app.py", "sed -n 42p a.py",
+    "wc -l src/*.py", "git show --stat HEAD", "git show --name-only HEAD~2", "git diff --stat main",
+    "git diff --name-status HEAD~3", "git log --oneline -20", "git log --oneline -n 5", "git log --stat -3 --oneline",
+    "git log --max-count=10 --oneline", "git blame -L 10,40 a.py", "head -50 a.log && tail -n 20 b.log",
+    "cd pkg && sed -n 1,80p mod.py", "FOO=1 head -n 10 a",
+])
+def test_bounded_reads_are_left_alone(command):
+    """The agent already chose the window (issue 37 item 2): pruning it again only loses lines."""
+    assert should_wrap(split_cd_prefix(command)[1]) is None
+    assert rewrite(payload(command), "claude-code", settings_mod.Settings()) is None
 
 
 def test_claude_code_reply_wraps_the_command_and_keeps_the_rest_of_tool_input(tmp_path):

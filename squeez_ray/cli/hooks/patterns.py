@@ -8,6 +8,9 @@ removed. The config file's ``hook_patterns`` (a mapping family -> list of regexe
 families it names; an empty list turns a family off.
 
 Left alone, whatever matches (a rewrite must never change what the command does):
+- bounded reads, whose window the agent already chose (``bounded_read``: ``head``, ``tail -n``,
+  ``sed -n A,Bp``, ``wc``, ``git show --stat``, ``git log --oneline -20``, ``git blame -L``): a part
+  that is one counts for no family, so a chain of them is not wrapped;
 - commands already wrapped, or already piped into squeez;
 - interactive programs (editors, pagers, REPLs, ssh, ``top``, ``tail -f``, ``git add -p`` ...);
 - output sent elsewhere: a top-level pipe ``|``, a redirection to a file (``> out.log``;
@@ -115,6 +118,8 @@ def should_wrap(command: str, patterns: Mapping[str, Sequence[str]] | None = Non
     for words in segments:
         if _leave_alone(words):
             return None
+        if bounded_read(_strip_runners(words)):
+            continue  # the agent already chose its window: nothing to prune in this part
         line = " ".join(_strip_runners(words))
         for name, regexes in compiled.items():
             if family is None and name not in exclude and any(r.match(line) for r in regexes):
@@ -147,6 +152,39 @@ def simple_commands(command: str) -> list[list[str]] | None:
         else:
             segments[-1].append(token)
     return [words for words in segments if words] or None
+
+
+_SED_WINDOW = re.compile(r"^\d+(,\d+)?p$")
+_COUNT = re.compile(r"^-\d+$")
+_GIT_SUMMARY = {"--stat", "--shortstat", "--numstat", "--name-only", "--name-status", "--summary", "--dirstat"}
+_GIT_PATCH = {"-p", "-u", "--patch", "-U", "--cc", "--full-diff", "--word-diff"}
+
+
+def bounded_read(words: list[str]) -> bool:
+    """A read whose size the agent already chose: ``head``, ``tail`` (not ``-n +N``), ``sed -n A,Bp``,
+    ``wc``, ``git show/diff --stat`` (and the other summaries, without a patch), ``git log --oneline``
+    with a count, ``git blame -L``. Wrapping them prunes a window the agent picked on purpose."""
+    if not words:
+        return False
+    name, args = words[0].rsplit("/", 1)[-1], words[1:]
+    if name in ("head", "wc"):
+        return True
+    if name == "tail":
+        return not any(a.startswith("+") or a.startswith("-n+") or a.startswith("--lines=+") for a in args)
+    if name == "sed":
+        return len(args) >= 2 and args[0] == "-n" and bool(_SED_WINDOW.match(args[1])) and \
+            not any(a.startswith("-") for a in args[2:])
+    if name != "git" or not args:
+        return False
+    sub, rest = args[0], args[1:]
+    if any(a in _GIT_PATCH or a.startswith(("-U", "--unified")) for a in rest):
+        return False
+    if sub in ("show", "diff"):
+        return any(a in _GIT_SUMMARY or a.startswith("--stat=") for a in rest)
+    if sub == "log":
+        counted = any(_COUNT.match(a) or a in ("-n", "--max-count") or a.startswith("--max-count=") for a in rest)
+        return counted and ("--oneline" in rest or any(a in _GIT_SUMMARY for a in rest))
+    return sub == "blame" and any(a == "-L" or a.startswith("-L") for a in rest)
 
 
 def _strip_runners(words: list[str]) -> list[str]:
