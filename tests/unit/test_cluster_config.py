@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +110,60 @@ def test_every_request_a_job_makes_has_a_worker_type_to_start(cluster_config):
     for what, (demand, expected) in requests.items():
         to_add, residual = get_nodes_for(types, {"head": 1}, "head", full["max_workers"], [demand], scorer)
         assert not residual and dict(to_add) == {expected: 1}, f"{what} {demand}: {dict(to_add)}, left {residual}"
+
+
+# what each apt package in the set-up provides of check_node.PROGRAMS (the rest come with any Ubuntu image)
+APT_PROVIDES = {"git": {"git"}, "build-essential": {"cc", "c++", "make"}, "curl": {"curl"},
+                "util-linux": {"unshare", "prlimit"}, "coreutils": {"cat", "ls"}, "grep": {"grep"}, "dash": {"sh"}}
+BASE_IMAGE = {"coreutils", "grep", "dash"}
+
+
+def _check_node():
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        import check_node
+    finally:
+        sys.path.remove(str(REPO / "scripts"))
+    return check_node
+
+
+def test_every_node_installs_the_tools_collection_runs_and_checks_them(cluster_config):
+    import re
+
+    check_node = _check_node()
+    commands = cluster_config["setup_commands"]
+    # Every program and `python -m` module collection runs is one check_node checks.
+    tools = (REPO / "squeez_ray/collect/tools.py").read_text() + (REPO / "squeez_ray/collect/sandbox.py").read_text()
+    ran = set(re.findall(r'Command\(\["([\w+-]+)"', tools)) - {"python"}
+    ran |= {"unshare", "prlimit"} if "unshare" in tools else set()
+    assert ran <= set(check_node.PROGRAMS), ran - set(check_node.PROGRAMS)
+    modules = set(re.findall(r'"-m", "(\w+)"', tools)) - {"py_compile", "pyflakes"}  # stdlib / fallback only
+    assert modules <= set(check_node.MODULES), modules - set(check_node.MODULES)
+    # apt brings the programs, the dev extra the modules, in every node's set-up.
+    apt = next(c for c in commands if "apt-get install" in c)
+    packages = set(apt.split("apt-get install", 1)[1].split()) | BASE_IMAGE
+    provided = set().union(*(APT_PROVIDES.get(p, set()) for p in packages))
+    assert set(check_node.PROGRAMS) <= provided, set(check_node.PROGRAMS) - provided
+    project = next(c for c in commands if '-e ".[gpu' in c)
+    assert "dev" in re.search(r'-e "\.\[([\w,]+)\]"', project).group(1).split(",")
+    pyproject = (REPO / "pyproject.toml").read_text()
+    dev_extra = next(line for line in pyproject.splitlines() if line.startswith("dev = "))
+    assert all(f'"{name}' in dev_extra for name in ("pytest", "coverage", "ruff", "mypy"))
+    # The check is the last set-up step on each kind of node, in the jobs' Python.
+    assert cluster_config["head_setup_commands"][-1].endswith("~/venv/bin/python scripts/check_node.py --role head")
+    assert cluster_config["worker_setup_commands"][-1].endswith("~/venv/bin/python scripts/check_node.py --role worker")
+
+
+def test_check_node_names_each_missing_program_and_package_on_one_line(tmp_path):
+    check_node = _check_node()
+    script = str(REPO / "scripts/check_node.py")
+    ok = subprocess.run([sys.executable, script, "--role", "worker"], capture_output=True, text=True, timeout=60)
+    assert ok.returncode == 0, ok.stderr  # this venv has the CPU set with the dev extra
+    bare = subprocess.run([sys.executable, script, "--role", "head"], capture_output=True, text=True, timeout=60,
+                          env={"PATH": str(tmp_path)})  # an empty PATH: no program is found
+    lines = bare.stderr.strip().splitlines()
+    assert bare.returncode == 1 and all(line.startswith("check_node (head): ") for line in lines), lines
+    assert sum("not on PATH" in line for line in lines) == len(check_node.PROGRAMS)
+    assert any(line.startswith("check_node (head): program git not on PATH") for line in lines)
+    boto3_here = importlib.util.find_spec("boto3") is not None
+    assert any("package boto3" in line for line in lines) != boto3_here

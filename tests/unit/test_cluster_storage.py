@@ -38,10 +38,11 @@ def _readme_cluster_commands() -> list[str]:
 def test_cluster_yaml_mounts_shared_storage_on_every_node():
     assert _shared_mounts() == ["/mnt/shared"]
     cluster = yaml.safe_load((REPO / "cluster.yaml").read_text())
-    # setup_commands run on the head and on every worker (no per-group override drops them).
+    # setup_commands run on the head and on every worker (no per-group override drops them); the top-level
+    # head_setup_commands / worker_setup_commands run after them, in addition.
     assert not any("worker_setup_commands" in g or "setup_commands" in g
                    for g in cluster["available_node_types"].values())
-    assert "worker_setup_commands" not in cluster and "head_setup_commands" not in cluster
+    assert "setup_commands" in cluster
 
 
 def test_every_readme_cluster_path_is_on_the_shared_mount_or_an_object_store():
