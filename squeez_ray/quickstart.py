@@ -101,7 +101,7 @@ def _wait_healthy(url: str, timeout_s: float = 600.0) -> None:
         try:
             _http_json(f"{url}/healthz", timeout=5)
             return
-        except Exception as error:  # not up yet: keep polling until the deadline
+        except Exception as error:  # noqa: BLE001 - not up yet: keep polling until the deadline
             last_error = error
             time.sleep(2)
     raise QuickstartError(f"the Serve endpoint {url} did not become healthy in {timeout_s:.0f}s: {last_error}")

@@ -48,5 +48,5 @@ def _session_dir() -> str | None:
         import ray
 
         return ray._private.worker.global_worker.node.get_session_dir_path()
-    except Exception:  # a private API: losing the record only costs the clean-up, never the job
+    except Exception:  # noqa: BLE001 - a private API: losing the record only costs the clean-up, never the job
         return None

@@ -84,7 +84,7 @@ def build_encoder_data(config: EncoderDataConfig) -> dict[str, Any]:
         t0 = time.time()
         try:
             path, info = observe_package(spec, cache, run)
-        except Exception as error:  # one broken package (yanked version, odd archive) must not sink the build
+        except Exception as error:  # noqa: BLE001 - one broken package (yanked version, odd archive) must not sink the build
             failed[spec.key] = f"{type(error).__name__}: {error}"[:500]
             log.warning("[%d/%d] %s failed: %s", index, len(config.packages), spec.key, failed[spec.key])
             continue

@@ -142,7 +142,7 @@ def token_counter(options: BackendOptions) -> tuple[TokenCounter | None, str]:
         from squeez_ray.hub import resolve_model
 
         tokenizer = AutoTokenizer.from_pretrained(resolve_model(options.model, what="--model"))
-    except Exception as error:  # a model dir without a loadable tokenizer: fall back, and say so
+    except Exception as error:  # noqa: BLE001 - a model dir without a loadable tokenizer: fall back, and say so
         log.warning("no tokenizer from %s (%s); counting tokens as characters / 4", options.model, error)
         return None, TOKENS_FALLBACK
     return (lambda text: len(tokenizer.encode(text, add_special_tokens=False))), f"tokenizer of {options.model}"
@@ -259,7 +259,7 @@ def _read_cached(path: Path, key: str) -> list[dict[str, Any]] | None:
         return None
     try:
         table = pq.read_table(path)
-    except Exception as error:  # a damaged cache is recomputed, never trusted
+    except Exception as error:  # noqa: BLE001 - a damaged cache is recomputed, never trusted
         log.warning("ignoring unreadable cached rows %s: %s", path, error)
         return None
     if (table.schema.metadata or {}).get(b"squeez_cache_key", b"").decode() != key:

@@ -77,7 +77,7 @@ class VllmEngine(Engine):
             return
         try:  # stop the engine-core process now rather than at interpreter exit
             llm.llm_engine.engine_core.shutdown()
-        except Exception as error:  # closing must not raise; say what happened
+        except Exception as error:  # noqa: BLE001 - closing must not raise; say what happened
             log.warning("vllm engine shutdown: %s", error)
 
 

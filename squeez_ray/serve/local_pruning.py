@@ -114,6 +114,6 @@ class LocalPruning:
         response = self._pruner.batch_stats.remote()
         try:
             return await asyncio.wait_for(response, STATS_TIMEOUT_S)
-        except Exception:  # a replica that is busy, starting or gone: /healthz still answers
+        except Exception:  # noqa: BLE001 - a replica that is busy, starting or gone: /healthz still answers
             response.cancel()
             return None

@@ -44,6 +44,7 @@ def test_plain_install_prunes_with_the_shipped_model(tmp_path, trajectories_dir)
     assert not installed & HEAVY, sorted(installed & HEAVY)
     shipped = list((venv / "lib").glob("python3*/site-packages/squeez_ray/models/default/model.int8.onnx"))
     assert shipped, "the wheel must carry the shipped model"
+    assert (shipped[0].parents[2] / "py.typed").is_file(), "the wheel must carry py.typed (PEP 561)"
 
     log = "".join(f"tests/test_mod.py::test_{i} PASSED\n" for i in range(60))
     log += "E       AssertionError: assert 7 == 8\nFAILED tests/test_mod.py::test_x - AssertionError\n"

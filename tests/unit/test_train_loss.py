@@ -10,8 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from squeez_ray.train.data import collate
-from squeez_ray.train.loss import (
+from squeez_ray.train.data import collate  # noqa: E402 - after the torch skip
+from squeez_ray.train.loss import (  # noqa: E402
     causal_lm_parts,
     full_logits_loss_sum,
     response_loss_sum,

@@ -20,7 +20,7 @@ from squeez_ray.train.memory_plan import plan_memory
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "jobs"))
-import train as train_job
+import train as train_job  # noqa: E402 - jobs/ is on the path only now
 
 
 def _config(name, **overrides):

@@ -78,7 +78,10 @@ def npm_recipe(name, ver, old):
     exports = sorted(set(re.findall(r"export (?:declare )?(?:function|const|class) (\w{4,})",
                                     "\n".join(p.read_text(errors="replace") for p in src[:300]))))
     t.browse({".js", ".mjs", ".cjs", ".ts"}, exports[:4] + ["require(", "throw new", "return "])
-    rel = lambda p: str(p.relative_to(pkg))
+
+    def rel(p: Path) -> str:
+        return str(p.relative_to(pkg))
+
     js = [rel(p) for p in src if p.suffix in (".js", ".mjs", ".cjs")]
     dts = [rel(p) for p in src if p.name.endswith(".d.ts")]
     ts = [rel(p) for p in src if p.suffix == ".ts" and not p.name.endswith(".d.ts")]
@@ -112,7 +115,8 @@ def npm_recipe(name, ver, old):
         t.run("lint", [*lint, "-c", tscfg, *(ts or dts)[:30]])
     # npm install: a missing version (ETARGET), a real install with its warnings, npm ls.
     inst = CACHE / "npm-install" / name
-    shutil.rmtree(inst, ignore_errors=True); inst.mkdir(parents=True)
+    shutil.rmtree(inst, ignore_errors=True)
+    inst.mkdir(parents=True)
     sh(["npm", "init", "-y"], inst)
     t.root = inst
     t.run("build_output", ["npm", "install", "--no-color", "--no-audit", "--no-fund", f"{name}@99.99.99"], timeout=180)
@@ -284,7 +288,7 @@ def main(argv=None):
         fn, args = RECIPES[name]
         try:
             rows = fn(*args)
-        except Exception as e:  # one broken recipe must not lose the others
+        except Exception as e:  # noqa: BLE001 - one broken recipe must not lose the others
             print(f"[{name}] FAILED: {e!r}", flush=True)
             continue
         write_atomic(cached, rows)
@@ -298,7 +302,8 @@ def main(argv=None):
                 continue
             r = json.loads(line)
             if r["output_id"] not in seen:
-                seen.add(r["output_id"]); rows.append(r)
+                seen.add(r["output_id"])
+                rows.append(r)
     out = Path(a.out) if Path(a.out).is_absolute() else ROOT / a.out
     write_atomic(out, rows)
     print(f"wrote {len(rows)} rows to {out}")

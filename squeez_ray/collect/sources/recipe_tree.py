@@ -60,7 +60,10 @@ class Tree:
     def browse(self, exts, symbols, n_reads=6):
         files = sorted(p for p in self.root.rglob("*") if p.is_file() and p.suffix in exts
                        and "node_modules" not in p.parts and "target" not in p.parts)
-        rel = lambda p: str(p.relative_to(self.root))
+
+        def rel(p: Path) -> str:
+            return str(p.relative_to(self.root))
+
         self.run("ls_find", ["ls", "-la"])
         for d in sorted({p.relative_to(self.root).parts[0] for p in files if len(p.relative_to(self.root).parts) > 1})[:4]:
             self.run("ls_find", ["ls", "-la", d])

@@ -16,7 +16,10 @@ def logs_recipe(service):
     d.mkdir(parents=True, exist_ok=True)
     lic = {"postgresql": "PostgreSQL", "nginx": "BSD-2-Clause", "redis-server": "BSD-3-Clause"}[service]
     t = Tree(f"logs:{service.split('-')[0]}", d, lic, f"{version(['dpkg-query', '-W', service])} (Debian)")
-    drive = lambda *argv, **kw: sh(list(argv), d, kw.get("timeout", 120))  # traffic, not recorded
+
+    def drive(*argv: str, timeout: float = 120) -> object:  # traffic, not recorded
+        return sh(list(argv), d, timeout)
+
     if service == "postgresql":
         conf = "/etc/postgresql/15/main/conf.d/handlabel.conf"
         drive("pg_ctlcluster", "15", "main", "stop")
