@@ -15,9 +15,11 @@ What the agent gets (the contract the Claude Code / Codex hooks and the MCP ``ru
   broken config, a backend error or timeout, the output passes through unpruned with a note on
   stderr (fail-open, as the pipe does). Only a command that cannot be started exits 127 / 126, as a
   shell would, and a malformed ``squeez run`` line exits 2.
-- Signals: SIGTERM and SIGHUP are passed on to the command; SIGINT is ignored by squeez while the
-  command runs, as a shell does for its foreground job (a Ctrl-C reaches the command through the
-  terminal; squeez then prints what it printed).
+- Signals (child.py): SIGTERM and SIGHUP are passed on to the command, which is killed if it still
+  runs a second later, and what it printed is printed whole, unpruned; SIGINT is left to the command
+  while it runs, as a shell does for its foreground job. Once the output is read, any of the three
+  prints it whole, unpruned, and ends squeez with the command's exit code. Reading stops a second
+  after the command exits even if a process it left in the background holds the pipe open.
 """
 
 from __future__ import annotations
@@ -25,16 +27,16 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shutil
-import signal
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import Any
 
 from squeez_ray.cli import settings as settings_mod
+from squeez_ray.cli import signals
 from squeez_ray.cli.args import add_pruning_flags
+from squeez_ray.cli.child import Child, exit_status
 from squeez_ray.cli.failure_lines import failure_line_numbers
 from squeez_ray.cli.markers import render_marked, visible_line_count
 from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
@@ -42,7 +44,6 @@ from squeez_ray.cli.pruning import FALLBACK, call_backend, input_gate, is_fallba
 from squeez_ray.config import ConfigError
 from squeez_ray.spans import normalize_spans, split_lines
 
-_CHUNK = 1 << 16
 EXIT_NOT_FOUND, EXIT_NOT_EXECUTABLE = 127, 126
 
 
@@ -173,34 +174,36 @@ def run_main(argv: list[str]) -> int:
         note("squeez run: the query is empty; say what you need from the output")
         return EXIT_USAGE
     settings, config_note = _settings(args)
+    max_mb = settings.max_input_mb if settings else settings_mod.CommandSettings.max_input_mb
     with reserved_stdout() as (out, _owned):
-        try:
-            proc = start(command, None, None)
-        except RunError as error:
-            note(str(error))
-            return error.exit_code
-        with _signals_go_to(proc):
-            limit = int(settings.max_input_mb * (1 << 20)) if settings else None
-            data, streamed = _collect(proc.stdout, limit, out)
-            code = exit_status(proc.wait())
-        if streamed:
-            note(f"output is over max_input_mb={settings.max_input_mb:g}: passed through unpruned")
-            return code
-        if settings is None:
-            result = _whole(data, code, config_note)
-        else:
-            result = prune_output(args.query, data, settings, exit_code=code)
-        with contextlib.suppress(BrokenPipeError):
-            out.write(result.data)
-            out.flush()
+        child = Child(out, int(max_mb * (1 << 20)))
+        with signals.watch(child.on_signal):  # before the start: no signal may find the command unwatched
+            try:
+                child.proc = start(command, None, None)
+            except RunError as error:
+                note(str(error))
+                return error.exit_code
+            child.collect()
+            code = child.code
+            if child.streamed:
+                note(f"output is over max_input_mb={max_mb:g}: passed through unpruned")
+                return code
+            if child.stop_by is not None:  # asked to stop while the command ran: answer now, unpruned
+                result = _whole(child.data, code, f"interrupted by {child.stop_by}: the command's full output "
+                                                  "passed through unpruned")
+            elif settings is None:
+                result = _whole(child.data, code, config_note)
+            else:
+                result = prune_output(args.query, child.data, settings, exit_code=code)
+            child.write(result.data)
         if result.note:
             note(result.note)
         if result.backend_abandoned:  # an engine stuck in C code cannot be joined: end the process now
             import multiprocessing
 
-            for child in multiprocessing.active_children():  # os._exit skips their clean-up (vLLM's engine core)
+            for worker in multiprocessing.active_children():  # os._exit skips their clean-up (vLLM's engine core)
                 with contextlib.suppress(Exception):
-                    child.terminate()
+                    worker.terminate()
             sys.stderr.flush()
             os._exit(code)
     return code
@@ -230,54 +233,6 @@ def start(command: list[str] | str, cwd: str | None, stdin: Any) -> subprocess.P
         raise RunError(f"{argv[0]}: permission denied", EXIT_NOT_EXECUTABLE) from None
     except OSError as error:
         raise RunError(f"cannot run {argv[0]}: {error.strerror or error}", EXIT_NOT_EXECUTABLE) from None
-
-
-def exit_status(returncode: int) -> int:
-    """The shell's convention: a command ended by signal N exits 128+N."""
-    return 128 - returncode if returncode < 0 else returncode
-
-
-def _collect(pipe: IO[bytes], limit: int | None, out: IO[bytes]) -> tuple[bytes, bool]:
-    """Read the whole output; past ``limit`` bytes, stream it to ``out`` instead (memory stays flat)."""
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        chunk = pipe.read1(_CHUNK) if hasattr(pipe, "read1") else pipe.read(_CHUNK)
-        if not chunk:
-            return b"".join(chunks), False
-        chunks.append(chunk)
-        size += len(chunk)
-        if limit is not None and size > limit:
-            break
-    try:
-        out.write(b"".join(chunks))
-        shutil.copyfileobj(pipe, out, _CHUNK)
-        out.flush()
-    except BrokenPipeError:  # the reader went away: drain so the command is not blocked on a full pipe
-        for _ in iter(lambda: pipe.read(_CHUNK), b""):
-            pass
-    return b"", True
-
-
-@contextlib.contextmanager
-def _signals_go_to(proc: subprocess.Popen):
-    """Forward SIGTERM / SIGHUP to the command; ignore SIGINT meanwhile (it reaches the command itself)."""
-    def forward(signum: int, _frame: Any) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            proc.send_signal(signum)
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    saved = {}
-    for signum, handler in ((signal.SIGTERM, forward), (signal.SIGHUP, forward), (signal.SIGINT, signal.SIG_IGN)):
-        with contextlib.suppress(ValueError, OSError):
-            saved[signum] = signal.signal(signum, handler)
-    try:
-        yield
-    finally:
-        for signum, handler in saved.items():
-            signal.signal(signum, handler)
 
 
 def _whole(data: bytes, exit_code: int | None, why: str | None) -> RunResult:
