@@ -4,5 +4,6 @@
     claude_code.py  the payload -> rewrite logic and ``squeez hook claude-code``
     codex.py        the Codex CLI differences: which commands Codex runs without asking anyway
     permissions.py  Claude Code's permission rules: commands a rule could see are left alone
+    transcript.py   the user's last real prompt, from the session transcript, in bounded memory
     install.py      ``squeez install|uninstall claude-code|codex``: merging into the settings files
 """

@@ -17,7 +17,8 @@ The hook must never block a tool call: on any error (malformed JSON, an unexpect
 transcript it cannot read, a bug) it prints nothing and exits 0.
 
 The query is what the agent said it is doing (the Bash ``description``), enriched with the
-session's last user prompt from the transcript when there is one.
+session's last real user prompt from the transcript when there is one (transcript.py: never an
+interrupt marker, a compaction summary, a tool result or an IDE context block).
 """
 
 from __future__ import annotations
@@ -31,9 +32,8 @@ from typing import Any
 from squeez_ray.cli.hooks.codex import codex_auto_approved
 from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
 from squeez_ray.cli.hooks.permissions import rules_could_see
+from squeez_ray.cli.hooks.transcript import last_user_prompt
 
-# The transcript can be large: only its tail is read, where the last user prompt is.
-_TRANSCRIPT_TAIL = 1 << 20
 _PROMPT_CHARS = 300
 _QUERY_CHARS = 600
 _RUN_WORDS = ("squeez", "run", "--", "bash", "-c")
@@ -109,55 +109,11 @@ def build_query(description: Any, command: str, transcript_path: Any) -> str:
         parts.append(description.strip())
     else:
         parts.append(f"the important lines of the output of: {command[:200]}")
-    prompt = last_user_prompt(transcript_path) if isinstance(transcript_path, str) else None
+    prompt = last_user_prompt(transcript_path)
     if prompt:
         parts.append(f"(task: {prompt[:_PROMPT_CHARS]})")
     # A leading "-" would read as an option of `squeez run` and stop the command: never start with one.
     return " ".join(" ".join(parts).split())[:_QUERY_CHARS].lstrip("- ") or "the important lines"
-
-
-def last_user_prompt(path: str) -> str | None:
-    """The last prompt the user typed, from a Claude Code or Codex transcript (JSONL); None if none."""
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - _TRANSCRIPT_TAIL))
-            tail = handle.read().decode("utf-8", errors="replace")
-    except OSError:
-        return None
-    for line in reversed(tail.splitlines()):
-        try:
-            entry = json.loads(line)
-        except ValueError:
-            continue  # the first, cut line of the tail; or a line being written
-        text = _user_text(entry) if isinstance(entry, dict) else None
-        if text:
-            return text
-    return None
-
-
-def _user_text(entry: dict[str, Any]) -> str | None:
-    if entry.get("type") == "user" and isinstance(entry.get("message"), dict):  # Claude Code
-        content = entry["message"].get("content")
-    elif isinstance(entry.get("payload"), dict):  # Codex rollout
-        payload = entry["payload"]
-        if payload.get("type") == "user_message":
-            content = payload.get("message")
-        elif payload.get("type") == "message" and payload.get("role") == "user":
-            content = payload.get("content")
-        else:
-            return None
-    else:
-        return None
-    if isinstance(content, list):  # text blocks; tool results are not the user's words
-        content = " ".join(block.get("text", "") for block in content
-                           if isinstance(block, dict) and block.get("type") in ("text", "input_text"))
-    if not isinstance(content, str):
-        return None
-    text = " ".join(content.split())
-    # Injected context (<environment_context>, <command-name>, system reminders) is not a prompt.
-    return text if text and not text.startswith("<") else None
 
 
 def squeez_invocation() -> str:
