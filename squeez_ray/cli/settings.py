@@ -66,6 +66,11 @@ COMMAND_DEFAULTS: dict[str, Any] = {
 
 ENV_ALIASES = {"timeout_s": "SQUEEZ_TIMEOUT", "store_dir": "SQUEEZ_STORE"}
 
+# Longer waits than this are read as this (30 days: no limit in practice). Python's timers and
+# thread joins overflow near 9.2e9 s, which turned SQUEEZ_TIMEOUT=99999999999 into no answer at all.
+MAX_WAIT_S = 30 * 86400.0
+_WAITS = ("timeout_s", "daemon_idle_s", "daemon_wait_s")
+
 
 def _make_settings_class() -> type:
     """One flat dataclass: CommandSettings fields + BackendOptions fields (so the file stays flat)."""
@@ -170,6 +175,10 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     problems = settings.validate()
     if problems:
         raise ConfigError(problems)
+    for name in _WAITS:
+        value = getattr(settings, name, None)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > MAX_WAIT_S:
+            setattr(settings, name, MAX_WAIT_S)
     # Nothing configured at all: the encoder shipped in the package (ONNX, no torch). A model set
     # without a backend is the encoder when its directory says so (squeez_encoder.json: only the
     # encoder backend runs it); any other model or server stays an error, since vllm, transformers
