@@ -39,7 +39,7 @@ def test_cluster_yaml_passes_ray_schema(cluster_config):
 
 
 def test_gpu_group_carries_a_card_the_recipe_fits(cluster_config):
-    # The recipe's plan against the card the cluster declares (p4d's 40 GB A100 needs 183% of it).
+    # The recipe's plan against the card the cluster declares (p4d's 40 GB A100 needs 110% of it).
     from squeez_ray.config import load_config
     from squeez_ray.train.config import TrainConfig
     from squeez_ray.train.devices import EC2_INSTANCE_DEVICES, KNOWN_DEVICES

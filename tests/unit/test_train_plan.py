@@ -128,3 +128,41 @@ def test_fit_is_checked_on_the_card_the_workers_get():
     plan = check_fit_on_workers(config, probe=lambda cfg: cuda_device("NVIDIA H100 80GB HBM3", int(79.2 * 2**30)))
     assert plan.fits
     assert check_fit_on_workers(config, probe=lambda cfg: None) is None  # no CUDA on the workers (CPU runs)
+
+
+def _allocated(plan) -> int:
+    """What torch.cuda.max_memory_allocated sees: the plan less the CUDA context and allocator slack."""
+    return plan.total - plan.parts["CUDA context + allocator slack"]
+
+
+def test_gpu_calibration_reproduces_the_peak_recorded_on_the_h200():
+    from squeez_ray.train import memory_plan
+    from squeez_ray.train.memory_plan import GPU_LAYER_CALIBRATION, GPU_MEASUREMENT, model_config
+
+    config = load_config(TrainConfig, REPO / GPU_MEASUREMENT["config"], {})
+    assert config.token_budget() == GPU_MEASUREMENT["tokens_per_batch"] and config.model.gradient_checkpointing
+    card, text = named_device(GPU_MEASUREMENT["device"]), model_config(config)
+    measured = GPU_MEASUREMENT["peak_allocated_bytes"]
+    # Refit: the allocated parts are linear in the per-layer factor; solve for the measured peak.
+    at = {k: _allocated(plan_memory(config, card, text_config=text, gpu_calibration=k, gpu_margin=1.0)) for k in (0, 1)}
+    assert abs((measured - at[0]) / (at[1] - at[0]) - GPU_LAYER_CALIBRATION) < 0.001
+    calibrated = plan_memory(config, card, text_config=text, gpu_margin=1.0)
+    assert abs(_allocated(calibrated) / measured - 1) < 0.005
+    # With the stated margin the plan stays above the measurement, CUDA context and slack on top.
+    planned = plan_memory(config, card, text_config=text)
+    assert memory_plan.GPU_ACTIVATION_MARGIN >= 1.2 and 1.2 < planned.total / measured < 1.5, planned.table()
+
+
+def test_calibrated_plan_on_40_and_80_gb_cards():
+    recipe = _config("qwen35_2b_lora.yaml")
+    for card in ("a100-80gb", "h100-80gb"):
+        plan = plan_memory(recipe, named_device(card))
+        assert plan.fits and plan.total < 0.6 * plan.device.memory_bytes, plan.table()  # ~43 GiB of 79.2
+    # A 40 GB A100 (39.4 GiB usable) still refuses the recipe's 65,536-token batch, and takes 49,152.
+    assert not plan_memory(recipe, named_device("a100-40gb")).fits
+    assert plan_memory(_config("qwen35_2b_lora.yaml", **{"train.max_tokens_per_batch": 49152}),
+                       named_device("a100-40gb")).fits
+    # The CPU plan keeps its own (CPU-measured) activation term: the calibration is for GPUs.
+    cpu = plan_memory(recipe, named_device("cpu"))
+    assert cpu.parts["activations (checkpointed)"] > 1.5 * plan_memory(recipe, named_device("h200")).parts[
+        "activations (checkpointed)"]
