@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -22,6 +23,23 @@ from squeez_ray.cli.hooks.claude_code import hook_main, last_user_prompt, rewrit
 from squeez_ray.cli.hooks.install import install, uninstall
 from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
 from squeez_ray.config import ConfigError
+
+
+# Programs the tests' commands name: the hook leaves alone a command whose program is not on PATH
+# (an alias, a function, a typo: hooks/shell.py), so these stand-ins put them there on any machine.
+PROGRAMS = ("pytest", "rg", "cargo", "npm", "make", "pip", "git", "grep", "cat", "nl", "find", "ruff", "tox", "uv",
+            "python", "sed", "tail", "head", "curl")
+
+
+@pytest.fixture(autouse=True)
+def programs_on_path(tmp_path_factory, monkeypatch):
+    stubs = tmp_path_factory.getbasetemp() / "stub-bin"
+    if not stubs.is_dir():
+        stubs.mkdir()
+        for name in PROGRAMS:
+            (stubs / name).write_text("#!/bin/sh\nexit 0\n")
+            (stubs / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{os.environ.get('PATH', '')}:{stubs}")  # real programs first
 
 
 @pytest.fixture(autouse=True)
@@ -159,7 +177,9 @@ def test_patterns_come_from_the_config_file(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("hook_patterns:\n  test: ['./run_tests\\b']\n  read: []\n")
     settings = settings_mod.resolve({}, env={}, config_path=str(config))
-    assert rewrite(payload("./run_tests --all"), "claude-code", settings) is not None
+    (tmp_path / "run_tests").write_text("#!/bin/sh\n")
+    (tmp_path / "run_tests").chmod(0o755)
+    assert rewrite({**payload("./run_tests --all"), "cwd": str(tmp_path)}, "claude-code", settings) is not None
     assert rewrite(payload("pytest -q"), "claude-code", settings) is None  # the family's defaults replaced
     assert rewrite(payload("cat a.py"), "claude-code", settings) is None  # family turned off
     config.write_text("hook_patterns:\n  test: ['(unclosed']\n")

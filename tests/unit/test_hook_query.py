@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 
+from test_agent_hooks import programs_on_path  # noqa: F401 - an autouse fixture
 from test_cli_prune import SQUEEZ, env  # noqa: F401 - env is a fixture
 
 from squeez_ray.cli import settings as settings_mod

@@ -5,5 +5,6 @@
     codex.py        the Codex CLI differences: which commands Codex runs without asking anyway
     permissions.py  Claude Code's permission rules: commands a rule could see are left alone
     transcript.py   the user's last real prompt, from the session transcript, in bounded memory
+    shell.py        commands that need the agent's own shell (aliases, functions, unknown programs)
     install.py      ``squeez install|uninstall claude-code|codex``: merging into the settings files
 """

@@ -30,8 +30,9 @@ import sys
 from typing import Any
 
 from squeez_ray.cli.hooks.codex import codex_auto_approved
-from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
+from squeez_ray.cli.hooks.patterns import should_wrap, simple_commands, split_cd_prefix
 from squeez_ray.cli.hooks.permissions import rules_could_see
+from squeez_ray.cli.hooks.shell import needs_agent_shell
 from squeez_ray.cli.hooks.transcript import last_user_prompt
 
 _PROMPT_CHARS = 300
@@ -75,6 +76,8 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
     prefix, rest = split_cd_prefix(command)  # `cd DIR && CMD`: the cd stays in the agent's shell
     if should_wrap(rest, patterns) is None:
         return None
+    if needs_agent_shell(simple_commands(rest) or [], payload.get("cwd")):
+        return None  # an alias, a function or an unknown program: a fresh `bash -c` would not find it
     invocation = squeez_invocation()
     # Claude Code matches its permission rules against the rewritten command (permissions.py).
     if host == "claude-code" and rules_could_see(command, [*shlex.split(invocation), *_RUN_WORDS],
