@@ -267,3 +267,38 @@ def test_hook_answers_without_importing_a_backend(env):  # noqa: F811
             "sorted(m for m in sys.modules if m in ('onnxruntime', 'torch', 'numpy', 'tokenizers'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env)
     assert out.returncode == 0, out.stderr
+
+
+def test_install_writes_through_a_symlinked_settings_file_and_keeps_the_link(tmp_path):
+    """Dotfiles managers link ~/.claude/settings.json to a tracked file (issue 37 item 6)."""
+    dotfiles = tmp_path / "dotfiles" / "claude"
+    dotfiles.mkdir(parents=True)
+    real = dotfiles / "settings.json"
+    real.write_text(json.dumps({"model": "opus"}))
+    real.chmod(0o600)
+    link = tmp_path / ".claude" / "settings.json"
+    link.parent.mkdir()
+    link.symlink_to(os.path.relpath(real, link.parent))
+    assert install(link, "claude-code") is True
+    assert link.is_symlink() and link.resolve() == real.resolve()
+    assert json.loads(real.read_text())["model"] == "opus" and "hooks" in json.loads(real.read_text())
+    assert (real.stat().st_mode & 0o777) == 0o600
+    assert sorted(p.name for p in dotfiles.iterdir()) == ["settings.json"]  # no temporary file left
+    assert uninstall(link, "claude-code") is True
+    assert link.is_symlink() and json.loads(real.read_text()) == {"model": "opus"}
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "dotfiles" / "new.json")
+    assert install(dangling, "codex") is True
+    assert dangling.is_symlink() and (tmp_path / "dotfiles" / "new.json").is_file()
+
+
+@pytest.mark.parametrize("verb", ["install", "uninstall"])
+def test_a_settings_file_nested_too_deeply_gets_one_line(env, tmp_path, verb):  # noqa: F811
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    deep = "[" * 100_000 + "]" * 100_000
+    settings.write_text(deep)
+    out = subprocess.run([str(SQUEEZ), verb, "claude-code", "--project", "--dir", str(tmp_path)],
+                         capture_output=True, env=env, timeout=60)
+    assert out.returncode == 2 and b"Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
+    assert b"nested too deeply" in out.stderr and settings.read_text() == deep

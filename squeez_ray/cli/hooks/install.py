@@ -3,7 +3,8 @@
 ``install`` merges one PreToolUse handler (matcher ``Bash``) into the host's settings, keeping
 every other key and hook; running it again changes nothing (or only refreshes our own command).
 ``uninstall`` removes only handlers whose command is ``... squeez ... hook HOST``. Writes are
-atomic (temporary file + rename), so an interrupted install never leaves a half-written file.
+atomic (temporary file + rename), so an interrupted install never leaves a half-written file; a
+symlinked settings file is written through (the link stays a link) and keeps its mode.
 
     claude-code  --project: ./.claude/settings.json   --user: ~/.claude/settings.json
     codex        --project: ./.codex/hooks.json       --user: $CODEX_HOME/hooks.json (~/.codex)
@@ -55,6 +56,9 @@ def hooks_main(argv: list[str]) -> int:
         changed = (install if verb == "install" else uninstall)(path, args.host)
     except (InstallError, OSError) as error:
         note(str(error))
+        return EXIT_USAGE
+    except RecursionError:
+        note(f"{path} is nested too deeply to be a settings file; nothing was changed")
         return EXIT_USAGE
     did = {"install": "installed in", "uninstall": "removed from"}[verb]
     note(f"{args.host} hook {did} {path}" if changed else
@@ -149,10 +153,25 @@ def _load(path: Path) -> dict[str, Any]:
     except ValueError as error:
         raise InstallError(f"{path} is not valid JSON ({error}); fix it by hand first, nothing was changed") \
             from None
+    except RecursionError:
+        raise InstallError(f"{path} is nested too deeply to be a settings file; nothing was changed") from None
     if not isinstance(data, dict):
         raise InstallError(f"{path} does not hold a JSON object; nothing was changed")
     return data
 
 
 def _save(path: Path, data: dict[str, Any]) -> None:
-    write_bytes_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
+    """Atomic (temporary file + rename) in the folder of the file the path names: a symlinked
+    settings file (dotfiles) is written through, the link is kept, and so is the file's mode."""
+    try:
+        text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
+    except RecursionError:
+        raise InstallError(f"{path} is nested too deeply to be a settings file; nothing was changed") from None
+    target = Path(os.path.realpath(path))
+    try:
+        mode = target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    write_bytes_atomic(target, text.encode("utf-8"))
+    if mode is not None:
+        os.chmod(target, mode)
