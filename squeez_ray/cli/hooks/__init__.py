@@ -6,5 +6,6 @@
     permissions.py  Claude Code's permission rules: commands a rule could see are left alone
     transcript.py   the user's last real prompt, from the session transcript, in bounded memory
     shell.py        commands that need the agent's own shell (aliases, functions, unknown programs)
+    raw.py          the escape hatch: SQUEEZ_RAW / ``# squeez:raw``, per call and per session
     install.py      ``squeez install|uninstall claude-code|codex``: merging into the settings files
 """

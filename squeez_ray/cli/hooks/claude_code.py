@@ -32,6 +32,7 @@ from typing import Any
 from squeez_ray.cli.hooks.codex import codex_auto_approved
 from squeez_ray.cli.hooks.patterns import should_wrap, simple_commands, split_cd_prefix
 from squeez_ray.cli.hooks.permissions import rules_could_see
+from squeez_ray.cli.hooks.raw import raw_requested
 from squeez_ray.cli.hooks.shell import needs_agent_shell
 from squeez_ray.cli.hooks.transcript import last_user_prompt
 
@@ -65,7 +66,7 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
     if not isinstance(tool_input, dict) or tool_input.get("run_in_background"):
         return None
     command, put_back = _command_of(tool_input.get("command"))
-    if command is None:
+    if command is None or raw_requested(command, payload.get("session_id")):  # the escape hatch (raw.py)
         return None
     # Codex applies a rewrite only with permissionDecision "allow" (codex.py): only commands Codex
     # itself runs without asking, under any approval policy, may get one.
