@@ -63,6 +63,9 @@ from squeez_ray.infer.base import PruneResult, unpruned_result
 from squeez_ray.spans import render, split_lines
 
 
+ANSWER_GRACE_S = 5.0  # how long a signal waits for an answer being written before ending the process
+
+
 def main(argv: list[str], misread: bool = False) -> int:
     """``misread``: the line named a subcommand that its words did not fit (subcommands.py); read as the
     query, it is still a usage error when no input came."""
@@ -288,7 +291,12 @@ class _Run:
         if not self._claim():  # the main thread is already answering
             return
         reason = f"backend {self.settings.backend} timed out after {self.settings.timeout_s:g} s"
-        self._exit_now(self._backend_failed(reason))
+        try:
+            code = self._backend_failed(reason)
+        except (OSError, ValueError) as error:  # a closed reader, a full disk: say so, and still end now
+            code = EXIT_OK if isinstance(error, BrokenPipeError) else EXIT_BACKEND
+            _note(f"{reason}; cannot write the output: {getattr(error, 'strerror', None) or error}")
+        self._exit_now(code)
 
     def on_signal(self, signum: int) -> None:
         """Watcher thread (signals.py), on SIGINT / SIGTERM / SIGHUP: unless an answer is already being
@@ -311,7 +319,10 @@ class _Run:
                         self._emit(data)
                 _note(reason + " passed through unpruned")
         elif not self.streaming:
-            self.answered.wait()  # the main thread is writing its answer: let it finish first
+            # The main thread is writing its answer: let it finish first, but not forever (a reader
+            # that stopped reading must not make the signal wait).
+            self.answered.wait(ANSWER_GRACE_S)
+            signals.end_process(code)  # not _exit_now: its flush would wait on the writer's lock
         else:  # a pass-through stream of input still arriving: what was written is a prefix of it
             os._exit(code)
         self._exit_now(code)
