@@ -3,7 +3,10 @@ tests share one xdist worker unless marked ``no_cluster``."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,12 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# No test leaves a warm pruner process behind (squeez_ray/cli/daemon.py): calls prune in their own process
+# unless a test turns it on; one started anyway lives in this run's own runtime folder, and removing that
+# folder at exit removes its socket, on which it exits.
+os.environ["SQUEEZ_DAEMON"] = "0"
+os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="squeez-test-run-")
+atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 
 
 # tryfirst: xdist's worker reads the xdist_group marks in its own collection hook, which pluggy would

@@ -11,6 +11,7 @@ backend that needs them, so piping through the BM25 backend starts fast.
     hooks/       ``squeez hook|install|uninstall claude-code|codex``: the agents' PreToolUse hooks
     mcp_server.py  ``squeez mcp``, the prune / run / show tools over the Model Context Protocol
     report.py    ``squeez report``, what the hook would have saved on stored agent runs
+    daemon.py    ``squeez daemon start|stop|status``, the warm pruner process (daemon_client.py, daemon_wire.py)
     subcommands.py  whether ``squeez show the failures`` (input piped in) is ``squeez show`` or a query
 """
 
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
         from squeez_ray.cli.mcp_server import main as mcp_main
 
         return mcp_main(argv[1:])
+    if argv[:1] == ["daemon"]:
+        from squeez_ray.cli.daemon import main as daemon_main
+
+        return daemon_main(argv[1:])
     if argv[:1] == ["report"]:
         from squeez_ray.cli.report import main as report_main
 

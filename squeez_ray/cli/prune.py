@@ -361,6 +361,7 @@ class _Run:
     def _stats(self, result: PruneResult) -> None:
         if not self.args.stats:
             return
+        from squeez_ray.cli import daemon_client
         total_chars = len(self.input.data.decode("utf-8", errors="replace"))
         kept_chars = sum(len(line) + 1 for line in _kept_lines(self.input.data, result.spans))
         elapsed_ms = (time.perf_counter() - self.started) * 1000
@@ -369,7 +370,7 @@ class _Run:
         _note(f"{self.settings.backend} kept {result.kept_lines}/{result.total_lines} lines "
               f"({_share(result.kept_lines, result.total_lines)}), ~{kept_chars // 4}/{total_chars // 4} tokens "
               f"(characters/4){model_tokens}; {elapsed_ms:.0f} ms total, backend start "
-              f"{self.load_s * 1000:.0f} ms, pruning {result.latency_ms:.0f} ms")
+              f"{self.load_s * 1000:.0f} ms, pruning {result.latency_ms:.0f} ms ({daemon_client.route})")
 
     def _cli_settings(self) -> dict[str, Any]:
         given = vars(self.args)

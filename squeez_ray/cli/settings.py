@@ -53,6 +53,13 @@ class CommandSettings:
     # The agent hooks (squeez hook claude-code|codex): family -> regexes of commands to wrap in
     # `squeez run`; replaces the default regexes of each family named (hooks/patterns.py), [] turns it off.
     hook_patterns: dict[str, list[str]] | None = None
+    # The warm pruner process (daemon.py): used and started on first use for the local CPU backends
+    # (false, or SQUEEZ_DAEMON=0: every call loads its own pruner); it exits after daemon_idle_s idle.
+    daemon: bool = True
+    daemon_idle_s: float = 600.0
+    # How long a call waits for the warm process's answer before pruning in its own process
+    # (None: half of timeout_s, which leaves the other half for that).
+    daemon_wait_s: float | None = None
 
 
 # Differences from BackendOptions' defaults, for an interactive pipe rather than a bulk job.
@@ -97,7 +104,7 @@ def _validate(self: Any) -> list[str]:
         value = getattr(self, name)
         return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-    for name in ("timeout_s", "store_max_mb", "max_input_mb"):
+    for name in ("timeout_s", "store_max_mb", "max_input_mb", "daemon_idle_s", "daemon_wait_s"):
         value = number(name)
         # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
         if value is not None and not (math.isfinite(value) and value > 0):
@@ -229,6 +236,9 @@ def _env_values(env: typing.Mapping[str, str], problems: list[str]) -> dict[str,
             continue
         if _is_str(hint):  # keep strings as typed: an API key "0123" must not become a number
             values[name] = raw
+            continue
+        if hint is bool and raw.strip() in ("0", "1"):  # SQUEEZ_DAEMON=0, as shells spell a switch
+            values[name] = raw.strip() == "1"
             continue
         try:
             checked = load_config(Settings, None, {name: _parse_scalar(raw)})

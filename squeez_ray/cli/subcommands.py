@@ -15,7 +15,7 @@ import argparse
 import os
 import stat
 
-WORDS = ("eval", "show", "run", "hook", "install", "uninstall", "mcp", "report")
+WORDS = ("eval", "show", "run", "hook", "install", "uninstall", "mcp", "report", "daemon")
 
 
 class _NotIt(Exception):
@@ -105,6 +105,12 @@ def _report(word: str, words: list[str]) -> None:
         raise _NotIt(missing)
 
 
+def _daemon(word: str, words: list[str]) -> None:
+    from squeez_ray.cli.daemon import build_parser
+
+    _parse(build_parser(), words)
+
+
 def _eval(word: str, words: list[str]) -> None:
     from squeez_ray.cli.eval import build_parser
     from squeez_ray.runner import parse_flags
@@ -113,4 +119,4 @@ def _eval(word: str, words: list[str]) -> None:
 
 
 _CHECKS = {"eval": _eval, "show": _show, "run": _run, "hook": _hooks, "install": _hooks, "uninstall": _hooks,
-           "mcp": _mcp, "report": _report}
+           "mcp": _mcp, "report": _report, "daemon": _daemon}

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def report(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(REPO))
+    env.update(HOME=str(tmp_path), PYTHONPATH=str(REPO), SQUEEZ_DAEMON="0")
     return subprocess.run([sys.executable, "-m", "squeez_ray.cli", "report", *args], check=False,
                           capture_output=True, text=True, env=env, timeout=300)
 

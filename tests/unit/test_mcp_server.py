@@ -40,7 +40,8 @@ def pytest_log(n: int = 120) -> str:
 
 def server_params(tmp_path: Path, **extra_env: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
-    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), PYTHONPATH=str(REPO), **extra_env)
+    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), PYTHONPATH=str(REPO), SQUEEZ_DAEMON="0",
+               **extra_env)
     return StdioServerParameters(command=sys.executable, args=["-m", "squeez_ray.cli", "mcp"], env=env,
                                  cwd=str(tmp_path))
 
