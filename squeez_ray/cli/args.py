@@ -14,6 +14,26 @@ from squeez_ray.cli.pipe import note
 from squeez_ray.infer.registry import add_backend_arguments
 
 
+# `squeez --help` names every subcommand (subcommands.WORDS; test_cli_help checks the two agree), before the
+# pipe's long flag list.
+COMMANDS = (
+    ("run QUERY -- CMD", "run CMD, prune its output, keep its exit code"),
+    ("show ID", "the full output behind a pruned answer (--lines A-B)"),
+    ("hook AGENT", "the PreToolUse hook the agent calls (claude-code, codex)"),
+    ("install AGENT", "add that hook to the agent's settings (uninstall AGENT: remove it)"),
+    ("mcp", "the prune / run / show tools over the Model Context Protocol"),
+    ("report RUNS", "what the hook would have saved on stored agent runs"),
+    ("eval", "score pruners on labelled cases (--ray: on Ray Data)"),
+    ("daemon start|stop|status", "the warm pruner process the other commands use"),
+)
+
+
+def commands_help() -> str:
+    width = max(len(usage) for usage, _ in COMMANDS) + len("squeez ") + 2
+    return "commands (squeez COMMAND -h for each):\n" + "".join(
+        f"  {('squeez ' + usage).ljust(width)}{what}\n" for usage, what in COMMANDS)
+
+
 class UsageError(Exception):
     """A problem the user fixes on the command line or in the config (exit 2)."""
 
@@ -28,7 +48,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="squeez", formatter_class=argparse.RawDescriptionHelpFormatter,
-        description="Keep only the lines of a tool output that answer a query (verbatim).",
+        usage="some_command | squeez [OPTIONS] QUERY\n       squeez COMMAND ...",
+        description="Keep only the lines of a tool output that answer a query (verbatim).\n\n" + commands_help(),
         epilog="examples:\n  pytest -q 2>&1 | squeez \"which test failed and why\"\n"
                "  squeez --input-file build.log --json \"the first compiler error\"\n"
                "  squeez show 3f2a9c1b7d4e    # the full output behind a pruned answer\n"
