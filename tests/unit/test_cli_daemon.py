@@ -154,7 +154,15 @@ def test_start_status_stop_with_the_shipped_encoder(box):
     assert box.status()["pruners"] == ["encoder"]  # preloaded before the socket appeared
     assert oct(box.socket.stat().st_mode & 0o777) == "0o600"
     assert box.prune() == (expected, "warm")
-    assert box.status()["served"] == 1
+    # The warm call loads no model runtime of its own (what makes it cheap).
+    code = ("import sys; from squeez_ray.cli import main; main(sys.argv[1:]); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'numpy', 'onnxruntime', 'tokenizers'}), "
+            "file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, "--stats", QUERY], input=LOG, capture_output=True,
+                         env=box.env, timeout=300)
+    assert out.stdout == expected and route_of(out.stderr) == "warm"
+    assert out.stderr.decode().strip().splitlines()[-1] == "[]"
+    assert box.status()["served"] == 2
     assert box.squeez("daemon", "stop", data=b"").returncode == 0
     assert box.status() is None and not box.socket.exists()
     assert box.squeez("daemon", "status", data=b"").returncode == 3

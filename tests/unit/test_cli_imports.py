@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def imported_modules(args: list[str], stdin: bytes, env: dict, expect: str = "sq
 ])
 def test_pruning_without_a_local_model_imports_no_heavy_package(tmp_path, args, backend_module):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
-    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), SQUEEZ_MAX_RETRIES="0")
+    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), SQUEEZ_MAX_RETRIES="0", SQUEEZ_DAEMON="0")
     log = "\n".join(f"line {i}" for i in range(100)).encode() + b"\nERROR here\n"
     names = imported_modules([*args, "--stats", "error"], log, env)
     assert backend_module in names  # the backend really ran
@@ -46,7 +47,7 @@ def test_pruning_without_a_local_model_imports_no_heavy_package(tmp_path, args, 
 
 def test_run_and_report_import_no_heavy_package(tmp_path, trajectories_dir):
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
-    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"))
+    env.update(HOME=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), SQUEEZ_DAEMON="0")
     names = imported_modules(["run", "error", "--", "seq", "1", "100"], b"", env, expect="squeez_ray.cli.run")
     assert "onnxruntime" in names  # the command's output was pruned by the shipped encoder
     names |= imported_modules(["report", "--backend", "bm25", "--limit", "30", str(trajectories_dir)], b"", env,
@@ -89,3 +90,42 @@ def test_squeez_eval_without_the_ray_extra_names_it(tmp_path):
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip() == ("squeez eval: needs pyarrow, which this install lacks: "
                                   "pip install 'squeez-ray[ray]'")
+
+
+# What a pruner's runtime costs to load (0.3-1 s together): a call that prunes nothing must not pay it.
+RUNTIME = ("numpy", "onnxruntime", "tokenizers", "bm25s", "scipy")
+LOADED_AT_EXIT = """
+import json, sys
+from squeez_ray.cli import main
+code = main(sys.argv[1:])
+sys.stderr.write("\\nLOADED=" + json.dumps(sorted({m.split(".")[0] for m in sys.modules} & set(%r))) + "\\n")
+sys.exit(code)
+""" % (RUNTIME,)
+
+
+def loaded_at_exit(args: list[str], stdin: bytes, env: dict) -> list[str]:
+    """The runtime packages in sys.modules when the real entry point has answered."""
+    out = subprocess.run([sys.executable, "-c", LOADED_AT_EXIT, *args], input=stdin, capture_output=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stderr.decode().rsplit("LOADED=", 1)[1])
+
+
+@pytest.mark.parametrize("daemon", ["0", "1"])
+@pytest.mark.parametrize("case, args, stdin", [
+    ("hook, wrapped", ["hook", "claude-code"],
+     b'{"tool_name": "Bash", "tool_input": {"command": "pytest -q", "description": "run the tests"}}'),
+    ("hook, left alone", ["hook", "codex"], b'{"tool_name": "Bash", "tool_input": {"command": "ls"}}'),
+    ("short", ["which test failed"], b"1 passed\n2 passed\n3 failed\n"),
+    ("empty", ["which test failed"], b""),
+    ("binary", ["which test failed"], b"\x7fELF\x00\x01" + b"line\n" * 100),
+    ("run, short", ["run", "which test failed", "--", "seq", "3"], b""),
+    ("bm25, short", ["--backend", "bm25", "which test failed"], b"1 passed\n2 failed\n"),
+], ids=lambda value: value if isinstance(value, str) else "")
+def test_a_call_that_prunes_nothing_loads_no_pruner_runtime(tmp_path, case, args, stdin, daemon):
+    """The default backend (the encoder) is configured; the daemon on or off changes nothing here."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
+    env.update(HOME=str(tmp_path), XDG_RUNTIME_DIR=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"),
+               SQUEEZ_DAEMON=daemon)
+    assert loaded_at_exit(args, stdin, env) == []
+    assert not (tmp_path / "squeez").exists() or not any((tmp_path / "squeez").glob("*.sock"))  # none started
