@@ -3,7 +3,9 @@ on the vLLM whose API the CPU tests exercise, with transformers pinned to the ve
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -13,9 +15,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 
-# ~2-3 min of index look-ups (needs the package index); no Ray, Serve or vLLM starts, so it runs beside the
-# cluster tests.
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.no_cluster]
+SNAPSHOT = REPO / "tests" / "fixtures" / "gpu_index.json"
+
+# No network: pip reads a local snapshot of the index's metadata. No Ray, Serve or vLLM starts, so it runs beside
+# the cluster tests.
+pytestmark = [pytest.mark.integration, pytest.mark.no_cluster]
 
 
 def _pins(path: Path) -> dict[str, str]:
@@ -36,20 +40,46 @@ def test_gpu_and_cpu_sets_share_the_vllm_api_and_transformers():
     assert f"vllm=={gpu['vllm']}" in gpu_extra and "ray[llm]" not in gpu_extra  # ray[llm] 2.60 pins vllm 0.29
 
 
+def metadata_index(root: Path, packages: list[dict]) -> str:
+    """A PEP 503 index of metadata only (PEP 658): each link names a wheel that is not there, beside its
+    METADATA, which is all pip's dry run reads."""
+    for package in packages:
+        folder = root / re.sub(r"[-_.]+", "-", package["name"]).lower()
+        folder.mkdir(parents=True, exist_ok=True)
+        lines = ["Metadata-Version: 2.1", f"Name: {package['name']}", f"Version: {package['version']}"]
+        if package["requires_python"]:
+            lines.append(f"Requires-Python: {package['requires_python']}")
+        lines += [f"Provides-Extra: {extra}" for extra in package["provides_extra"]]
+        lines += [f"Requires-Dist: {requirement}" for requirement in package["requires_dist"]]
+        metadata = ("\n".join(lines) + "\n").encode()
+        (folder / f"{package['filename']}.metadata").write_bytes(metadata)
+        digest = hashlib.sha256(metadata).hexdigest()
+        (folder / "index.html").write_text(
+            f'<html><body><a href="{package["filename"]}" data-dist-info-metadata="sha256={digest}" '
+            f'data-core-metadata="sha256={digest}">{package["filename"]}</a></body></html>\n')
+    return root.as_uri()
+
+
 def test_constraints_gpu_resolves_as_one_set(tmp_path):
-    index = subprocess.run([sys.executable, "-m", "pip", "index", "versions", "vllm"], capture_output=True, text=True,
-                           timeout=120)
-    if index.returncode != 0:
-        pytest.skip(f"package index unreachable: {index.stderr.strip().splitlines()[-1:]}")
+    """pip's resolver on the GPU set, offline: against tests/fixtures/gpu_index.json, the metadata that
+    scripts/gpu_index_snapshot.py recorded from the package index (rerun it after changing the set)."""
+    snapshot = json.loads(SNAPSHOT.read_text())
+    pins = _pins(REPO / "constraints-gpu.txt")
+    recorded = {p["name"].lower(): p["version"] for p in snapshot["packages"]}
+    stale = sorted(name for name, version in pins.items() if name != "causal-conv1d" and recorded.get(name) != version)
+    assert not stale, f"{stale}: pinned in constraints-gpu.txt, not in the snapshot: python scripts/gpu_index_snapshot.py"
+    index = metadata_index(tmp_path / "simple", snapshot["packages"])
     report = tmp_path / "report.json"
-    # causal-conv1d is left out: source-only, built after torch with --no-build-isolation (cluster.yaml).
+    # Only this index: no config file, find-links or extra index of the machine's. --no-build-isolation: the
+    # project's own metadata comes from this environment's setuptools (the index has no build backend).
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")} | {"PIP_CONFIG_FILE": os.devnull}
     done = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--report", str(report), "-c", "constraints-gpu.txt", ".[gpu,deepspeed]"],
-                          cwd=REPO, capture_output=True, text=True, timeout=900)
+                           "--no-build-isolation", "--no-cache-dir", "--index-url", index, "--report", str(report),
+                           "-c", "constraints-gpu.txt", snapshot["requirement"]],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     resolved = {i["metadata"]["name"].lower(): i["metadata"]["version"]
                 for i in json.loads(report.read_text())["install"]}
-    pins = _pins(REPO / "constraints-gpu.txt")
     for name in ("vllm", "transformers", "ray", "peft", "flash-linear-attention", "deepspeed"):
         assert resolved[name] == pins[name], (name, resolved[name])
     assert resolved["torch"].split("+")[0] == pins["torch"]
