@@ -48,6 +48,7 @@ def test_install_hook_run_with_the_default_encoder(tmp_path):
     fake.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
     env.update(HOME=str(home), PATH=f"{project / 'bin'}:{env['PATH']}")  # no config: the shipped encoder
+    env["SQUEEZ_DAEMON"] = "0"  # no warm process left behind (tests/unit/test_cli_daemon.py covers it)
 
     out = subprocess.run([str(SQUEEZ), "install", "claude-code", "--project"], cwd=project, env=env,
                          capture_output=True, timeout=60)

@@ -203,6 +203,7 @@ def test_export_job_refuses_a_new_overlap_without_dev_data_to_recalibrate_on(exp
 
 def _squeez_modules(args: list[str], stdin: bytes, tmp_path: Path) -> tuple[subprocess.CompletedProcess, set[str]]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    env["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
     env.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"),
                PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]))
     code = ("import sys, runpy; sys.argv = ['squeez'] + sys.argv[1:]\n"

@@ -32,6 +32,7 @@ def test_plain_install_prunes_with_the_shipped_model(tmp_path, trajectories_dir)
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "PYTHON", "VIRTUAL_ENV"))}
+    env["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
     install = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "-c",
                               str(source / "constraints.txt"), str(source)],
                              check=False, capture_output=True, text=True, env=env, timeout=600)

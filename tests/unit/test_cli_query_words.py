@@ -17,6 +17,7 @@ from test_cli_prune import SQUEEZ, answer_lines, make_log, squeez
 def env(tmp_path: Path) -> dict[str, str]:
     """No user config, a private store, BM25 (no flag, so the words alone decide the route)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    clean["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
     clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"), SQUEEZ_BACKEND="bm25")
     return clean
 

@@ -20,6 +20,7 @@ from test_cli_prune import SQUEEZ, answer_lines, default_signals, make_log, sque
 def env(tmp_path: Path) -> dict[str, str]:
     """A clean environment: no user config, a private store, no inherited SQUEEZ_* settings."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    clean["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
     clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
     return clean
 

@@ -128,6 +128,7 @@ def test_an_existing_open_store_is_tightened_on_first_use(tmp_path):
 def test_the_pipe_keeps_outputs_private_under_a_permissive_umask(tmp_path):
     # The repro: `(env; seq 300) | squeez --backend bm25 q`, under umask 000.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    env["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
     env.update(HOME=str(tmp_path / "home"))
     data = b"AWS_SECRET_ACCESS_KEY=abc\n" + b"".join(b"%d\n" % i for i in range(300))
     squeez = Path(sys.executable).parent / "squeez"
