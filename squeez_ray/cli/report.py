@@ -267,7 +267,7 @@ def missing_paths(paths: list[str]) -> str | None:
         resolved = Path(path).resolve()
         if not (resolved.is_file() or resolved.is_dir()):
             return f"{path} is not a regular file or folder (a device, FIFO or socket): give files or folders of runs"
-        if resolved.parts[1:2] in (("proc",), ("sys",), ("dev",)):
+        if resolved.parts[1:2] in (("proc",), ("sys",)):  # folders of live files, some endless (/proc/kcore)
             return f"{path} is in /{resolved.parts[1]}, the system's live view, not stored runs"
     return None
 
