@@ -58,12 +58,12 @@ class FusionModel:
         x = (features[:, self.columns] - self.mean) / self.scale
         return 1.0 / (1.0 + np.exp(-(x @ self.weights + self.bias)))
 
-    def fuse(self, query: str, tool_output: str, encoder_probs: np.ndarray) -> np.ndarray:
-        """Fused keep-probabilities (float32) of one output's lines."""
+    def fuse(self, query: str, tool_output: str, encoder_probs: np.ndarray, line_terms=None) -> np.ndarray:
+        """Fused keep-probabilities (float32) of one output's lines (``line_terms``: see ``line_features``)."""
         lines = tool_output.split("\n")
         if len(lines) != len(encoder_probs):
             raise ValueError(f"{len(encoder_probs)} encoder scores for {len(lines)} lines")
-        return self.probabilities(line_features(query, lines, encoder_probs)).astype(np.float32)
+        return self.probabilities(line_features(query, lines, encoder_probs, line_terms)).astype(np.float32)
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "logistic", "version": FEATURES_VERSION, "features": list(self.features),

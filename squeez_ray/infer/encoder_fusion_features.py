@@ -103,8 +103,15 @@ def _logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p))
 
 
-def line_features(query: str, lines: Sequence[str], probs: np.ndarray) -> np.ndarray:
-    """(lines x len(FEATURES)) features of one output, from its lines and the encoder's probabilities."""
+def line_terms_of(lines: Sequence[str]) -> list[Counter]:
+    """Each line's ``terms`` as a Counter: computed once per output, shared by the shortlist and the fusion."""
+    return [Counter(terms(line)) for line in lines]
+
+
+def line_features(query: str, lines: Sequence[str], probs: np.ndarray,
+                  line_terms: Sequence[Counter] | None = None) -> np.ndarray:
+    """(lines x len(FEATURES)) features of one output, from its lines and the encoder's probabilities
+    (``line_terms``: ``line_terms_of(lines)`` when the caller already has them)."""
     n = len(lines)
     logit = _logit(probs)
     if n == 0:
@@ -114,7 +121,7 @@ def line_features(query: str, lines: Sequence[str], probs: np.ndarray) -> np.nda
     # must not make it cost minutes.
     query = query[:QUERY_CHARS]
     query_terms = [t for t in dict.fromkeys(terms(query)) if t not in STOPWORDS]
-    line_terms = [Counter(terms(line)) for line in lines]
+    line_terms = line_terms if line_terms is not None else line_terms_of(lines)
     overlap = np.array([sum(t in c for t in query_terms) for c in line_terms], dtype=np.float64)
     overlap /= max(len(query_terms), 1)
     line_bm25 = bm25(line_terms, query_terms)

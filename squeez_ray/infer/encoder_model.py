@@ -41,6 +41,11 @@ class EncoderSettings:
     # empty: none, the encoder's probabilities are the scores). Thresholds and curves above are then the
     # fused scores' (``infer/encoder_fusion.py``).
     fusion: dict[str, Any] = field(default_factory=dict)
+    # The block-first decoder (``infer/block_decoder.py``: line_ratio, max_gap, max_blocks; empty: decide
+    # lines) and the encoder's token budget per output (``infer/block_shortlist.py``; None: score every
+    # line). Its dev curve is ``operating_points["<variant>+blocks"]``.
+    block_decoder: dict[str, Any] = field(default_factory=dict)
+    shortlist_tokens: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

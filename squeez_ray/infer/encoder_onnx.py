@@ -11,13 +11,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from squeez_ray.infer.encoder_fusion import load_fusion
 from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
-from squeez_ray.infer.encoder_scoring import Forward, score_windows
+from squeez_ray.infer.encoder_scoring import Forward
 from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
 from squeez_ray.infer.encoder_tokens import LineTokenizer
 
@@ -93,17 +92,15 @@ ONE_WINDOW = 1
 class OnnxEncoderPruner(ScoringPruner):
     def __init__(self, model_dir: str | Path, *, dtype: str | None = None, threshold: float | None = None,
                  tokens_per_batch: int | None = None, threads: int | None = None, name: str | None = None,
-                 recall_target: float | None = None, max_kept_lines: int | None = None):
+                 recall_target: float | None = None, max_kept_lines: int | None = None,
+                 engine_kwargs: dict | None = None):
         self.session, self.tokenizer, self.settings = load_onnx_encoder(model_dir, dtype=dtype, threads=threads)
         self._forward = onnx_forward(self.session)
         self.fusion = load_fusion(model_dir, self.settings.fusion)  # None for a model without one
         self.variant = "int8" if onnx_file(Path(model_dir), dtype).name == ONNX_INT8 else "fp32"
+        self.choose_decoder(engine_kwargs)
         self.choose_operating_point(self.variant, threshold=threshold, recall_target=recall_target,
                                     max_kept_lines=max_kept_lines)
         # int8 never batches windows: a request's lines must not depend on its neighbours in a batch
         self.tokens_per_batch = ONE_WINDOW if self.variant == "int8" or not tokens_per_batch else tokens_per_batch
         self.name = name or f"encoder:{Path(model_dir).name}"
-
-    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
-                             tokens_per_batch=self.tokens_per_batch)

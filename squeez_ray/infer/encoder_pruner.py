@@ -10,9 +10,7 @@ windowing, scoring, calibration and gap bridging; only the forward pass differs.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
 
-import numpy as np
 
 from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
 from squeez_ray.infer.registry import BackendOptions
@@ -25,7 +23,8 @@ class EncoderPruner(ScoringPruner):
 
     def __init__(self, model_dir: str | Path, *, device: str | None = None, dtype: str | None = None,
                  threshold: float | None = None, tokens_per_batch: int = 8192, threads: int | None = None,
-                 recall_target: float | None = None, max_kept_lines: int | None = None):
+                 recall_target: float | None = None, max_kept_lines: int | None = None,
+                 engine_kwargs: dict | None = None):
         import torch
 
         from squeez_ray.infer.encoder_model import load_scorer
@@ -41,17 +40,15 @@ class EncoderPruner(ScoringPruner):
         # None: bf16 autocast where the device has fast bf16 kernels (~10x slower than fp32 where it has
         # none, on AVX2-only CPUs); "bfloat16" / "float32" force it on / off.
         self.dtype = dtype
+        self.choose_decoder(engine_kwargs)
         # torch scores are fp32's (bf16 moves them less than int8 does): fp32's curve, else the training point
         self.choose_operating_point("fp32", threshold=threshold, recall_target=recall_target,
                                     max_kept_lines=max_kept_lines)
         self.tokens_per_batch = tokens_per_batch
         self.name = f"encoder:{Path(model_dir).name}"
+        from squeez_ray.infer.encoder_scoring import torch_forward
 
-    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        from squeez_ray.infer.encoder_scoring import score_lines
-
-        return score_lines(self.model, self.tokenizer, self.settings.window, pairs,
-                           tokens_per_batch=self.tokens_per_batch, dtype=self.dtype)
+        self._forward = torch_forward(self.model, self.dtype)
 
 
 def resolve_model_dir(model: str | None) -> Path:
@@ -71,6 +68,7 @@ def build_encoder(options: BackendOptions) -> ScoringPruner:
 
     model_dir = resolve_model_dir(options.model)
     engine = {k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")}
+    decoding = {k: v for k, v in options.engine_kwargs.items() if k in ("decoder", "shortlist_tokens")}
     runtime = options.engine_kwargs.get("runtime")  # "onnx" / "torch" to force one; None: by the files
     if runtime not in (None, "onnx", "torch"):
         raise ValueError(f"engine_kwargs.runtime must be onnx or torch, not {runtime!r}")
@@ -79,6 +77,8 @@ def build_encoder(options: BackendOptions) -> ScoringPruner:
         dtype = None if options.dtype in ("bfloat16", "bf16") else options.dtype
         name = "encoder:default" if not options.model else None
         return OnnxEncoderPruner(model_dir, dtype=dtype, threshold=options.threshold, name=name,
-                                 recall_target=options.recall_target, max_kept_lines=options.max_kept_lines, **engine)
+                                 recall_target=options.recall_target, max_kept_lines=options.max_kept_lines,
+                                 engine_kwargs=decoding, **engine)
     return EncoderPruner(model_dir, device=options.device, dtype=options.dtype, threshold=options.threshold,
-                         recall_target=options.recall_target, max_kept_lines=options.max_kept_lines, **engine)
+                         recall_target=options.recall_target, max_kept_lines=options.max_kept_lines,
+                         engine_kwargs=decoding, **engine)

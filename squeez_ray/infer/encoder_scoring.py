@@ -22,26 +22,59 @@ Forward = Callable[[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int], np.nda
 def windows_for(tokenizer: Any, query: str, tool_output: str, spec: WindowSpec) -> tuple[int, list[Window]]:
     """(number of lines, windows) of one output; ``tokenizer`` is a LineTokenizer or a transformers fast one."""
     tokens = line_tokenizer(tokenizer)
-    lines = tool_output.split("\n")
-    query_ids = tokens.encode([query], spec.max_query_tokens)[0]
-    return len(lines), build_windows(query_ids, tokens.encode(lines, spec.max_tokens_per_line), spec,
-                                     tokens.cls_id, tokens.sep_id)
+    query_ids, line_ids = encode_output(tokens, query, tool_output.split("\n"), spec)
+    return len(line_ids), build_windows(query_ids, line_ids, spec, tokens.cls_id, tokens.sep_id)
+
+
+def encode_output(tokenizer: Any, query: str, lines: Sequence[str], spec: WindowSpec
+                  ) -> tuple[list[int], list[list[int]]]:
+    """(query ids, per-line ids) as the windows cut them: once per output, shared by the shortlist's token
+    budget and the windows."""
+    tokens = line_tokenizer(tokenizer)
+    return tokens.encode([query], spec.max_query_tokens)[0], tokens.encode(list(lines), spec.max_tokens_per_line)
+
+
+# A line the shortlist left out is not scored; it gets this probability (scored lines rarely go lower), so
+# the fusion and the decoders see it as the encoder's least likely line.
+UNSCORED = 1e-4
 
 
 def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
                   tokens_per_batch: int = 8192) -> list[np.ndarray]:
     """Per pair (query, tool_output): an array with one keep-probability per output line, the best
-    over the windows that hold the line. Windows of all pairs are sorted by length and batched under
-    ``tokens_per_batch`` (rows x longest row), so padding stays small. Raises ``Cancelled`` between
-    passes once the caller's cancel check says so (squeez_ray.infer.cancel)."""
-    pad_id = line_tokenizer(tokenizer).pad_id
-    scores: list[np.ndarray] = []
-    jobs: list[tuple[int, Window]] = []
-    for i, (query, output) in enumerate(pairs):
+    over the windows that hold the line (every line scored)."""
+    tokens = line_tokenizer(tokenizer)
+    encoded = []
+    for query, output in pairs:
         raise_if_cancelled()
-        n_lines, windows = windows_for(tokenizer, query, output, spec)
-        scores.append(np.zeros(n_lines, dtype=np.float32))
-        jobs.extend((i, w) for w in windows)
+        query_ids, line_ids = encode_output(tokens, query, output.split("\n"), spec)
+        encoded.append((query_ids, line_ids, None))
+    return score_encoded(forward, tokens, spec, encoded, tokens_per_batch=tokens_per_batch)
+
+
+def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
+                  encoded: Sequence[tuple[Sequence[int], Sequence[Sequence[int]], np.ndarray | None]], *,
+                  tokens_per_batch: int = 8192) -> list[np.ndarray]:
+    """Score encoded outputs ``(query ids, line ids, subset)``: with ``subset`` (sorted 0-based line
+    indices) only those lines are packed into windows, in order, and the others get ``UNSCORED``; None
+    scores every line. Windows of all outputs are sorted by length and batched under ``tokens_per_batch``
+    (rows x longest row), so padding stays small. Raises ``Cancelled`` between passes once the caller's
+    cancel check says so (squeez_ray.infer.cancel)."""
+    tokens = line_tokenizer(tokenizer)
+    scores: list[np.ndarray] = []
+    positions: list[np.ndarray] = []  # per output: window line index -> output line index
+    jobs: list[tuple[int, Window]] = []
+    for i, (query_ids, line_ids, subset) in enumerate(encoded):
+        n_lines = len(line_ids)
+        if subset is None:
+            scores.append(np.zeros(n_lines, dtype=np.float32))
+            positions.append(np.arange(n_lines))
+        else:
+            scores.append(np.full(n_lines, UNSCORED, dtype=np.float32))
+            positions.append(np.asarray(subset, dtype=np.int64))
+            line_ids = [line_ids[k] for k in subset]
+        windows = build_windows(query_ids, line_ids, spec, tokens.cls_id, tokens.sep_id)
+        jobs.extend((i, w) for w in windows if w.n_lines)
     jobs.sort(key=lambda job: len(job[1].input_ids))
     start = 0
     while start < len(jobs):
@@ -52,11 +85,11 @@ def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Seq
         batch = jobs[start:end]
         windows = [w for _, w in batch]
         arrays = pad_windows_np([w.input_ids for w in windows], [w.token_type_ids for w in windows],
-                                [w.line_of_token for w in windows], pad_id)
+                                [w.line_of_token for w in windows], tokens.pad_id)
         probs = forward(*arrays, max(w.n_lines for w in windows))
         for row, (i, w) in enumerate(batch):
-            target = scores[i][w.first_line:w.first_line + w.n_lines]
-            np.maximum(target, probs[row, :w.n_lines], out=target)
+            where = positions[i][w.first_line:w.first_line + w.n_lines]
+            scores[i][where] = np.maximum(scores[i][where], probs[row, :w.n_lines])
         start = end
     return scores
 

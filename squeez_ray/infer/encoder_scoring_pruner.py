@@ -1,7 +1,13 @@
-"""What both encoder runtimes share once lines have scores: threshold, gap bridging, verbatim results.
+"""What both encoder runtimes share: which lines the encoder reads, how scores become kept lines.
 
-``EncoderPruner`` (torch, ``pruner.py``) and ``OnnxEncoderPruner`` (``onnx_runtime.py``) only supply
-``score``; everything after it is here, once.
+``EncoderPruner`` (torch, ``encoder_pruner.py``) and ``OnnxEncoderPruner`` (``encoder_onnx.py``) only supply
+the forward pass (``_forward``); everything else is here, once. Two decoders:
+
+- **blocks** (a model whose ``squeez_encoder.json`` carries ``block_decoder``; the shipped default): the
+  output is cut into evidence blocks (``evidence_blocks``), a cheap lexical/structural tier picks the
+  blocks the encoder reads within ``shortlist_tokens`` (``block_shortlist``), the encoder scores only
+  those lines, the fusion weighs them, and whole or trimmed blocks are kept by score (``block_decoder``);
+- **lines** (every model before): every line scored, a per-line threshold, gap bridging.
 """
 
 from __future__ import annotations
@@ -32,6 +38,29 @@ class ScoringPruner(Pruner):
     curve: list = []  # the variant's dev operating curve (recall target -> threshold)
     max_kept_lines: int | None = None
     fusion = None  # the model's learned lexical/block stage (infer/encoder_fusion.py), if it ships one
+    block_decoder = None  # BlockDecoder when the model decides evidence blocks (see the module docstring)
+    shortlist_tokens: int | None = None  # line tokens the encoder reads per output (None: every line)
+    tokens_per_batch = 8192
+    tokenizer = None
+    _forward = None  # the runtime's forward pass (encoder_scoring.Forward)
+
+    def choose_decoder(self, engine_kwargs: dict | None = None) -> None:
+        """The decoder in force: the model's ``block_decoder`` unless ``engine_kwargs`` say ``decoder: lines``;
+        ``shortlist_tokens`` (0: score every line) overrides the model's budget."""
+        from squeez_ray.infer.block_decoder import BlockDecoder
+
+        options = dict(engine_kwargs or {})
+        decoder = options.get("decoder", "blocks" if self.settings.block_decoder else "lines")
+        if decoder not in ("blocks", "lines"):
+            raise ValueError(f"engine_kwargs.decoder must be blocks or lines, not {decoder!r}")
+        if decoder == "blocks" and not self.settings.block_decoder:
+            raise ValueError("this encoder has no fitted block decoder (squeez_encoder.json block_decoder): "
+                             "fit one with jobs/fit_block_decoder.py, or use decoder: lines")
+        self.block_decoder = BlockDecoder.from_json(self.settings.block_decoder) if decoder == "blocks" else None
+        budget = options.get("shortlist_tokens", self.settings.shortlist_tokens if self.block_decoder else None)
+        if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
+            raise ValueError(f"engine_kwargs.shortlist_tokens must be a whole number >= 0, not {budget!r}")
+        self.shortlist_tokens = budget or None
 
     def choose_operating_point(self, variant: str, *, threshold: float | None, recall_target: float | None,
                                max_kept_lines: int | None) -> None:
@@ -42,9 +71,14 @@ class ScoringPruner(Pruner):
         check_knobs(recall_target, max_kept_lines)
         if threshold is not None and recall_target is not None:
             raise ValueError("give a threshold or a recall target, not both")
+        if self.block_decoder is not None:  # the block decoder's own dev curve and default point
+            variant = f"{variant}+blocks"
         self.curve = list(self.settings.operating_points.get(variant, []))
         self.max_kept_lines = max_kept_lines
-        target = recall_target if recall_target is not None else self.settings.default_recall_target
+        default_target = self.settings.default_recall_target
+        if self.block_decoder is not None:
+            default_target = self.settings.block_decoder.get("default_recall_target", default_target)
+        target = recall_target if recall_target is not None else default_target
         if threshold is not None:
             self.threshold = threshold
         elif target is not None and (recall_target is not None or self.curve):
@@ -53,8 +87,11 @@ class ScoringPruner(Pruner):
             self.threshold = self.settings.variant_thresholds.get(variant, self.settings.threshold)
 
     def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        """The encoder's own keep-probabilities, before any fusion."""
-        raise NotImplementedError
+        """The encoder's own keep-probabilities of every line, before any fusion."""
+        from squeez_ray.infer.encoder_scoring import score_windows
+
+        return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
+                             tokens_per_batch=self.tokens_per_batch)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
         """The scores the operating point applies to: the encoder's, through the model's fusion if it has one."""
@@ -62,15 +99,48 @@ class ScoringPruner(Pruner):
 
         return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))
 
-    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        from squeez_ray.infer.encoder_operating_points import cap_kept_lines, check_knobs, threshold_for_recall
+    def block_scores(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """Per pair: fused scores (lines the shortlist left out scored as ``UNSCORED``) and evidence blocks."""
+        from squeez_ray.infer.block_shortlist import shortlist
+        from squeez_ray.infer.encoder_fusion_features import line_terms_of
+        from squeez_ray.infer.encoder_scoring import encode_output, score_encoded
+        from squeez_ray.infer.evidence_blocks import block_spans
+
+        spec = self.settings.window
+        encoded, spans, terms = [], [], []
+        for query, output in pairs:
+            lines = output.split("\n")
+            blocks = block_spans(lines)
+            line_terms = line_terms_of(lines)  # once: the shortlist and the fusion both read them
+            query_ids, line_ids = encode_output(self.tokenizer, query, lines, spec)
+            subset = (shortlist(query, lines, blocks, [len(ids) for ids in line_ids], self.shortlist_tokens,
+                                line_terms) if self.shortlist_tokens else None)
+            encoded.append((query_ids, line_ids, subset))
+            spans.append(blocks)
+            terms.append(line_terms)
+        raw = score_encoded(self._forward, self.tokenizer, spec, encoded, tokens_per_batch=self.tokens_per_batch)
+        if self.fusion is None:
+            return list(zip(raw, spans))
+        fused = [self.fusion.fuse(query, output, r, t) for (query, output), r, t in zip(pairs, raw, terms)]
+        return list(zip(fused, spans))
+
+    def kept_lines(self, scores: np.ndarray, blocks, threshold: float) -> list[int]:
+        from squeez_ray.infer.block_decoder import decide_blocks
         from squeez_ray.infer.encoder_scoring import select_lines
 
+        if self.block_decoder is None:
+            return select_lines(scores, threshold, self.settings.bridge_gap)
+        return decide_blocks(scores, blocks, threshold, self.block_decoder)
+
+    def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
+        from squeez_ray.infer.encoder_operating_points import cap_kept_lines, check_knobs, threshold_for_recall
+
         started = time.perf_counter()
-        all_scores = self.score([(r.query, r.tool_output) for r in requests])
+        pairs = [(r.query, r.tool_output) for r in requests]
+        scored = self.block_scores(pairs) if self.block_decoder is not None else [(s, None) for s in self.score(pairs)]
         per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
         results = []
-        for request, scores in zip(requests, all_scores):
+        for request, (scores, blocks) in zip(requests, scored):
             try:  # a per-request knob this model cannot honour fails that request open, not the batch
                 check_knobs(request.recall_target, request.max_kept_lines)
                 threshold = (self.threshold if request.recall_target is None
@@ -79,7 +149,7 @@ class ScoringPruner(Pruner):
                 results.append(unpruned_result(request.tool_output, str(error), model=self.name,
                                                latency_ms=per_item_ms))
                 continue
-            kept = select_lines(scores, threshold, self.settings.bridge_gap)
+            kept = self.kept_lines(scores, blocks, threshold)
             kept = cap_kept_lines(kept, scores, request.max_kept_lines or self.max_kept_lines)
             results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
                                        render_options=render_options, latency_ms=per_item_ms,

@@ -1,0 +1,141 @@
+"""The work of ``jobs/fit_block_decoder.py``: fit the block-first pruner on dev and write it into a model.
+
+1. The encoder's per-line scores of every dev line, cached once (resumable chunks, ``encoder_fusion_scores``).
+2. Today's per-line decoder at the model's own default point: its dev recall, F1 and compression.
+3. The block decoder's shape (``block_decoder_fit.DECODER_GRID``) with the most dev recall at that same
+   compression, every line scored.
+4. The shortlist: for each token budget, the block decoder's dev recall at that compression with only the
+   shortlisted lines scored; the smallest budget within ``max_recall_loss`` of scoring everything wins.
+5. The block decoder's dev curve under that budget (the recall targets of ``encoder_operating_curve``), and
+   its default target: the highest whose dev compression is at least the per-line default's.
+The evaluation cases and the test split are never read here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+
+from squeez_ray.train import block_decoder_fit as fit
+
+BUDGETS = (768, 1024, 1536, 2048, 3072)
+
+
+def _rows(path: str, limit: int | None) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    frame = pd.read_parquet(path).sample(frac=1.0, random_state=23)  # the fusion cache's seeded order
+    return frame.head(limit).to_dict("records") if limit else frame.to_dict("records")
+
+
+def block_curve(examples, scores, decoder, targets: Sequence[float]) -> list[dict[str, float]]:
+    points = fit.sweep(examples, scores, fit.block_rule(decoder), fit.threshold_grid(scores, n=120))
+    curve = []
+    for target in targets:
+        reached = [p for p in points if p["recall"] >= target]
+        if reached:  # the strictest threshold that reaches the target
+            best = max(reached, key=lambda p: p["threshold"])
+            curve.append({"target_recall": target, **{k: round(v, 4) if k != "threshold" else v
+                                                      for k, v in best.items()}})
+    return curve
+
+
+def by_family(examples, kept) -> dict[str, dict[str, float]]:
+    families = sorted({e.family for e in examples})
+    out = {}
+    for family in families:
+        pairs = [(e, k) for e, k in zip(examples, kept) if e.family == family]
+        if any(e.gold for e, _ in pairs):
+            out[family] = {"n": len(pairs), **{k: round(v, 3) for k, v in
+                                               fit.measure([e for e, _ in pairs], [k for _, k in pairs]).items()}}
+    return out
+
+
+def run(args) -> dict[str, Any]:
+    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder_operating_points import threshold_for_recall
+    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id, read_cache, score_to_cache
+    from squeez_ray.train.encoder_operating_curve import CURVE_TARGETS
+
+    model_dir = Path(args.model) if args.model else DEFAULT_MODEL_DIR
+    pruner = OnnxEncoderPruner(model_dir, engine_kwargs={"decoder": "lines"})
+    settings = pruner.settings
+    rows = _rows(args.dev_data, args.max_dev)
+    claim_for_model(args.cache, model_id(model_dir))
+    if not args.cached_only:
+        score_to_cache(pruner.encoder_scores, [(r["instance_id"], r["query"], r["tool_output"]) for r in rows],
+                       Path(args.cache))
+    spec = settings.window
+
+    def tokens_of(lines):
+        return [len(ids) for ids in pruner.tokenizer.encode(lines, spec.max_tokens_per_line)]
+
+    examples = fit.examples_from_rows(rows, read_cache([args.cache]), tokens_of)
+    if len(examples) < 50:
+        raise ValueError(f"only {len(examples)} dev examples are cached in {args.cache}: score more first")
+    full = fit.fused(examples, pruner.fusion, None)
+    line_rule = fit.per_line_rule(settings.bridge_gap)
+    line_default = fit.sweep(examples, full, line_rule, [pruner.threshold])[0]
+    compression = line_default["compression"]
+    decoder, tried = fit.fit_decoder(examples, full, compression)
+    block_full = fit.at_compression(fit.sweep(examples, full, fit.block_rule(decoder), fit.threshold_grid(full, 120)),
+                                    compression)
+    budgets = []
+    for budget in args.budgets:
+        scores = fit.fused(examples, pruner.fusion, budget)
+        point = fit.at_compression(fit.sweep(examples, scores, fit.block_rule(decoder),
+                                             fit.threshold_grid(scores, 120)), compression)
+        budgets.append({"shortlist_tokens": budget, **{k: round(v, 4) for k, v in point.items()}})
+    within = [b for b in budgets if b["recall"] >= block_full["recall"] - args.max_recall_loss]
+    chosen = min(within, key=lambda b: b["shortlist_tokens"]) if within else max(budgets, key=lambda b: b["recall"])
+    scores = fit.fused(examples, pruner.fusion, chosen["shortlist_tokens"])
+    curve = block_curve(examples, scores, decoder, CURVE_TARGETS)
+    equal = [p for p in curve if p["compression"] >= compression - 1e-9]
+    default_target = max(equal, key=lambda p: p["target_recall"])["target_recall"] if equal else curve[0]["target_recall"]
+    threshold = threshold_for_recall(curve, default_target)
+    block_kept = [fit.block_rule(decoder)(s, e, threshold) for s, e in zip(scores, examples)]
+    line_kept = [line_rule(s, e, pruner.threshold) for s, e in zip(full, examples)]
+    report = {
+        "dev_examples": len(examples), "model": str(model_dir),
+        "per_line_default": {k: round(v, 4) for k, v in line_default.items()},
+        "blocks_every_line_scored": {k: round(v, 4) for k, v in block_full.items()},
+        "blocks_default": {"target_recall": default_target, **fit.measure(examples, block_kept)},
+        "decoder": decoder.to_json(), "shortlist_budgets": budgets, "shortlist_tokens": chosen["shortlist_tokens"],
+        "decoder_grid": tried, "curve": curve,
+        "by_family": {"per_line": by_family(examples, line_kept), "blocks": by_family(examples, block_kept)},
+    }
+    if args.report:
+        write_json_atomic(args.report, report)
+    if args.write:
+        data = json.loads((model_dir / ENCODER_CONFIG).read_text())
+        data["block_decoder"] = {**decoder.to_json(), "default_recall_target": default_target,
+                                 "fitted_on": {"dev_data": str(args.dev_data), "dev_examples": len(examples),
+                                               "at_compression": round(compression, 4)}}
+        data["shortlist_tokens"] = chosen["shortlist_tokens"]
+        data.setdefault("operating_points", {})[f"{pruner.variant}+blocks"] = curve
+        EncoderSettings.from_json(data)  # what is written must load
+        write_json_atomic(model_dir / ENCODER_CONFIG, data)
+    summary = {k: report[k] for k in ("dev_examples", "per_line_default", "blocks_every_line_scored",
+                                       "blocks_default", "decoder", "shortlist_tokens")}
+    return {"summary": summary, "report": report}
+
+
+def summary_table(report: Mapping[str, Any]) -> str:
+    """The comparison as Markdown rows (docs)."""
+    rows = [("per-line (shipped before)", report["per_line_default"]),
+            ("blocks, every line scored", report["blocks_every_line_scored"]),
+            (f"blocks, shortlist {report['shortlist_tokens']} tokens (default)", report["blocks_default"])]
+    lines = ["| decoder | recall | F1 | compression | negatives empty |", "| --- | ---: | ---: | ---: | ---: |"]
+    for name, p in rows:
+        lines.append(f"| {name} | {p['recall']:.3f} | {p['f1']:.3f} | {p['compression']:.3f} | "
+                     f"{p.get('negatives_empty', float('nan')):.3f} |")
+    return "\n".join(lines)
+
+
+
