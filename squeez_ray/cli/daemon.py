@@ -199,7 +199,7 @@ class WarmProcess:
         return {"pid": os.getpid(), "socket": str(self.path), "uptime_s": round(time.time() - self.started, 1),
                 "idle_s": round(time.monotonic() - self.last_used, 1), "idle_exit_s": self.idle_s,
                 "busy": self.busy.locked(), "served": self.served, "failed": self.failed,
-                "last_ms": round(self.last_ms, 1), "pruners": [json.loads(k)[0] for k in self.pruners]}
+                "last_ms": round(self.last_ms, 1), "pruners": [json.loads(k)[0] for k in list(self.pruners)]}
 
 
 def _take_lock(path: Path) -> int | None:
@@ -250,9 +250,9 @@ def main(argv: list[str]) -> int:
         note(f"daemon: cannot use the runtime folder: {why}")
         return 1
     if args.action == "serve":
+        process = WarmProcess(path, args.idle if args.idle is not None else 600.0)
         signal.signal(signal.SIGTERM, lambda *_: process.stopping.set())
         signal.signal(signal.SIGHUP, signal.SIG_IGN)  # a closing terminal is not a reason to go
-        process = WarmProcess(path, args.idle if args.idle is not None else 600.0)
         return process.serve(json.loads(args.preload) if args.preload else None)
     if args.action == "status":
         state = _status(path)
