@@ -19,6 +19,8 @@ from pathlib import Path
 import pytest
 
 SQUEEZ = Path(sys.executable).parent / "squeez"
+# The transformers engine in a subprocess, no Ray, Serve or vLLM: beside the cluster group, not in its queue.
+pytestmark = pytest.mark.no_cluster
 
 
 def make_log(n: int = 40) -> bytes:
@@ -61,7 +63,8 @@ def test_transformers_backend_through_the_cli(tiny_qwen3_dir, env):
     text = run_cli(args + ["--line-numbers", "which test failed"], data, env)
     assert text.returncode == 0, text.stderr.decode()[-3000:]
     *kept, footer = text.stdout.rstrip(b"\n").split(b"\n")
-    assert footer.startswith(b"[squeez: ") and b"(transformers)" in footer
+    # random weights may keep no line: then the footer says `(transformers, fallback: head and tail ...)`
+    assert footer.startswith(b"[squeez: ") and b"(transformers" in footer
     source = data.decode().split("\n")
     for line in kept:
         number, content = line.decode().split(": ", 1)
