@@ -28,6 +28,9 @@ from squeez_ray.errors import JobError
 # Bump when the rendered bytes change; checkpoints record it (squeez_train.json, manifest.json) and
 # serving refuses a checkpoint recorded with another one (see ``check_prompt_format``).
 PROMPT_FORMAT = "squeez-released-v2"
+# The range-answer format for models squeez-ray trains (squeez_ray.prompt_ranges): numbered lines in,
+# line ranges out. Same layout around them; a checkpoint records which of the two it was trained in.
+RANGES_FORMAT = "squeez-ranges-v1"
 # Layouts of earlier versions, for the refusal message: "squeez-xml-v1" rendered through the
 # tokenizer's chat template with no newline inside the tags (and an empty think block on Qwen 3.x).
 RETIRED_FORMATS = {"squeez-xml-v1": "chat-template layout without newlines inside the tags"}
@@ -52,11 +55,11 @@ class PromptFormatError(JobError, ValueError):  # JobError: a job reports it as 
 
 def check_prompt_format(recorded: str | None, where: str) -> None:
     """Refuse, in one line, a checkpoint trained on another layout (None: nothing recorded, accepted)."""
-    if recorded is None or recorded == PROMPT_FORMAT:
+    if recorded is None or recorded in (PROMPT_FORMAT, RANGES_FORMAT):
         return
     what = RETIRED_FORMATS.get(recorded, "unknown layout")
     raise PromptFormatError(
-        f"{where}: trained with prompt_format {recorded!r} ({what}); this version renders {PROMPT_FORMAT!r} "
+        f"{where}: trained with prompt_format {recorded!r} ({what}); this version renders {PROMPT_FORMAT!r} and {RANGES_FORMAT!r} "
         f"and would degrade it silently: retrain on this version, or serve it with the squeez-ray release that trained it")
 
 

@@ -23,7 +23,8 @@ from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner, RenderOptio
 from squeez_ray.infer.chunking import Chunk, split_into_chunks
 from squeez_ray.infer.mapping import map_lines_to_spans
 from squeez_ray.model_family import family_of
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, check_prompt_format, parse_target
+from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT, RANGES_FORMAT, check_prompt_format, parse_target
+from squeez_ray.prompt_ranges import default_system_prompt, number_lines, parse_ranges
 from squeez_ray.spans import spans_from_line_numbers, split_lines
 
 log = logging.getLogger(__name__)
@@ -135,22 +136,27 @@ def checkpoint_context_length(model_dir: str | Path, default: int = 32768) -> in
 
 
 def resolve_system_prompt(system_prompt: str | None, model_dir: str | Path | None) -> str:
-    """The configured prompt, else the checkpoint manifest's, else the project default.
+    return resolve_prompt(system_prompt, model_dir)[1]
 
-    A manifest naming another prompt format is refused in one line (``check_prompt_format``): that
-    checkpoint expects a layout we do not render. No manifest (e.g. the released checkpoint as
-    published) means the released layout, which is what we render.
+
+def resolve_prompt(system_prompt: str | None, model_dir: str | Path | None) -> tuple[str, str]:
+    """(prompt format, system prompt): the format the checkpoint manifest records (the released
+    verbatim one when none is), and the configured prompt, else the manifest's, else the format's default.
+
+    A manifest naming a format we do not render is refused in one line (``check_prompt_format``).
+    No manifest (e.g. the released checkpoint as published) means the released layout.
     """
     manifest_path = Path(model_dir) / "manifest.json" if model_dir else None
     if manifest_path is None or not manifest_path.is_file():
-        return system_prompt or DEFAULT_SYSTEM_PROMPT
+        return PROMPT_FORMAT, system_prompt or DEFAULT_SYSTEM_PROMPT
     try:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError as error:
         raise ValueError(f"{manifest_path}: not valid JSON ({error})") from None
     # Checked even when a system prompt is configured: the layout, not just its wording, must match.
     check_prompt_format(manifest.get("prompt_format"), str(manifest_path))
-    return system_prompt or manifest.get("system_prompt") or DEFAULT_SYSTEM_PROMPT
+    prompt_format = manifest.get("prompt_format") or PROMPT_FORMAT
+    return prompt_format, system_prompt or manifest.get("system_prompt") or default_system_prompt(prompt_format)
 
 
 class GenerativePruner(Pruner):
@@ -165,7 +171,8 @@ class GenerativePruner(Pruner):
             # line to a token or two, and the model could copy nothing back.
             raise ValueError(f"max_new_tokens={limit} is too small: need at least "
                              f"{ANSWER_MARGIN_TOKENS + MIN_CHUNK_TOKENS} tokens for one answer")
-        self.system_prompt = resolve_system_prompt(options.system_prompt, model_dir)
+        self.prompt_format, self.system_prompt = resolve_prompt(options.system_prompt, model_dir)
+        self.ranges = self.prompt_format == RANGES_FORMAT  # numbered lines in, line ranges out
         # <bos> and stop strings by the checkpoint's family (model_family.py); Qwen adds nothing.
         self.family = family_of(model_dir)
 
@@ -201,6 +208,10 @@ class GenerativePruner(Pruner):
     def _render(self, query: str, text: str) -> str:
         return self.family.render_prompt(query, text, self.system_prompt)
 
+    def _shown(self, chunk: Chunk) -> str:
+        """The chunk's text as the model reads it (numbered in the range format)."""
+        return number_lines(chunk.lines, chunk.first_line) if self.ranges else chunk.text
+
     # -- the two pure steps -------------------------------------------------------------------
     def prepare(self, requests: Sequence[PruneRequest]) -> PreparedBatch:
         prepared = PreparedBatch(list(requests))
@@ -218,16 +229,18 @@ class GenerativePruner(Pruner):
                 f"context, leaving {budget} for the tool output (need {MIN_CHUNK_TOKENS}); shorten the query or raise "
                 f"max_context_tokens")
         lines = split_lines(request.tool_output)
-        total = self.engine.count_tokens(request.tool_output)
+        whole = Chunk(1, tuple(lines))
+        total = self.engine.count_tokens(self._shown(whole) if self.ranges else request.tool_output)
         if total <= budget:
-            chunks, chunk_tokens = [Chunk(1, tuple(lines))], [total]
+            chunks, chunk_tokens = [whole], [total]
         else:
-            line_tokens = [n + 1 for n in self.engine.count_tokens_batch(lines)]  # +1: the newline
+            shown = number_lines(lines).split("\n") if self.ranges else lines
+            line_tokens = [n + 1 for n in self.engine.count_tokens_batch(shown)]  # +1: the newline
             # A line shown to the model must also fit in one answer, or the model could not copy it.
             line_cap = max(1, min(budget // 2, cap - ANSWER_MARGIN_TOKENS))
             chunks = split_into_chunks(lines, line_tokens, budget, overlap_lines=self.options.chunk_overlap_lines,
                                        count_tokens=self.engine.count_tokens, max_line_tokens=line_cap)
-            chunk_tokens = [self.engine.count_tokens(c.text) for c in chunks]
+            chunk_tokens = [self.engine.count_tokens(self._shown(c)) for c in chunks]
         jobs: list[ChunkJob] = []
         for chunk, tokens in zip(chunks, chunk_tokens):
             jobs.extend(self._fit(index, request.query, chunk, tokens, context, cap))
@@ -239,13 +252,13 @@ class GenerativePruner(Pruner):
         Chunks are planned from per-line counts; the rendered prompt can tokenise a little longer,
         so each prompt is checked (exactly where a tokenizer exists).
         """
-        prompt = self._render(query, chunk.text)
+        prompt = self._render(query, self._shown(chunk))
         max_new = min(cap, tokens + ANSWER_MARGIN_TOKENS)
         if len(chunk.lines) > 1 and self.engine.count_tokens(prompt) + max_new > context:
             half = len(chunk.lines) // 2
             parts = [Chunk(chunk.first_line, chunk.lines[:half]), Chunk(chunk.first_line + half, chunk.lines[half:])]
             return [job for part in parts
-                    for job in self._fit(index, query, part, self.engine.count_tokens(part.text), context, cap)]
+                    for job in self._fit(index, query, part, self.engine.count_tokens(self._shown(part)), context, cap)]
         return [ChunkJob(index, chunk.first_line, chunk.lines, prompt, max_new, self.family.stop)]
 
     def assemble(self, prepared: PreparedBatch, generations: Sequence[Generation],
@@ -256,15 +269,23 @@ class GenerativePruner(Pruner):
         stats = [{"input_tokens": 0, "output_tokens": 0, "unmatched_lines": 0, "chunks": 0, "cut": 0,
                   "unparsed": 0, "answer_lines": 0, "fuzzy_lines": 0} for _ in prepared.requests]
         for job, generation in zip(prepared.jobs, generations):
+            s = stats[job.request_index]
+            s["input_tokens"] += generation.input_tokens
+            s["output_tokens"] += generation.output_tokens
+            s["chunks"] += 1
+            if self.ranges:  # numbers of the shown lines; "lines" written are the range items
+                answer = parse_ranges(generation.text, job.first_line, job.first_line + len(job.lines) - 1)
+                kept[job.request_index].update(answer.line_numbers)
+                s["unmatched_lines"] += answer.malformed + answer.out_of_range
+                s["cut"] += 0 if answer.complete else 1
+                s["unparsed"] += 0 if answer.complete and answer.tagged else 1
+                s["answer_lines"] += answer.items
+                continue
             parsed = parse_target(generation.text)
             mapping = map_lines_to_spans(parsed.lines, job.lines, threshold=self.options.fuzzy_threshold,
                                          first_line=job.first_line, partial_last=not parsed.complete)
             kept[job.request_index].update(mapping.line_numbers)
-            s = stats[job.request_index]
-            s["input_tokens"] += generation.input_tokens
-            s["output_tokens"] += generation.output_tokens
             s["unmatched_lines"] += mapping.unmatched
-            s["chunks"] += 1
             s["cut"] += 0 if parsed.complete else 1
             # Parsed: the contract's tags, opened and closed (or the legacy JSON); bare text or a
             # reply cut at the token limit is mapped all the same, but counted here.
@@ -321,7 +342,7 @@ class GenerativePruner(Pruner):
         half = len(job.lines) // 2
         parts = [Chunk(job.first_line, job.lines[:half]), Chunk(job.first_line + half, job.lines[half:])]
         return [new for part in parts for new in self._fit(job.request_index, query, part,
-                                                          self.engine.count_tokens(part.text),
+                                                          self.engine.count_tokens(self._shown(part)),
                                                           self.context_tokens, self.answer_cap)]
 
     def close(self) -> None:

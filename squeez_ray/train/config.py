@@ -77,7 +77,10 @@ class DataSection:
     # Longer examples: "truncate" cuts tool-output lines outside the gold block (never the target);
     # "drop" skips them. Both are counted in the manifest.
     overlong: Literal["truncate", "drop"] = "truncate"
-    system_prompt: str | None = None  # None: the project's default prompt (squeez_ray.prompt)
+    system_prompt: str | None = None  # None: the prompt format's default (squeez_ray.prompt / prompt_ranges)
+    # squeez-released-v2: the released verbatim contract (kept lines copied back); squeez-ranges-v1:
+    # numbered lines in, line ranges out (squeez_ray.prompt_ranges). Checkpoints record which.
+    prompt_format: str = "squeez-released-v2"
     shuffle_seed: int = 0  # seeds the shuffle of training examples
     repeat: int = 1  # repeat the training rows (smoke runs on a handful of rows)
     max_examples: int | None = None  # debug knob: first N rows after filtering
@@ -97,6 +100,10 @@ class DataSection:
             problems.append(f"max_examples: {self.max_examples} must be >= 1 or null")
         if self.tokenize_actors < 1:
             problems.append(f"tokenize_actors: {self.tokenize_actors} must be >= 1")
+        from squeez_ray.prompt_ranges import FORMATS
+
+        if self.prompt_format not in FORMATS:
+            problems.append(f"prompt_format: {self.prompt_format!r} is not one of {', '.join(FORMATS)}")
         if self.tokenize_num_cpus <= 0:
             problems.append(f"tokenize_num_cpus: {self.tokenize_num_cpus} must be > 0")
         return problems

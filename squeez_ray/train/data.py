@@ -20,7 +20,9 @@ from typing import Any, Sequence
 
 from squeez_ray.errors import JobError
 from squeez_ray.model_family import family_of
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, END_OF_TURN, IM_END, IM_START, render_prompt, render_target
+from squeez_ray.prompt import (DEFAULT_SYSTEM_PROMPT, END_OF_TURN, IM_END, IM_START, PROMPT_FORMAT, RANGES_FORMAT,
+                               render_prompt, render_target)
+from squeez_ray.prompt_ranges import default_system_prompt, number_lines, render_ranges_target
 from squeez_ray.spans import kept_text, line_numbers_of, split_lines
 
 log = logging.getLogger(__name__)
@@ -32,10 +34,11 @@ class TrainDataError(JobError, ValueError):  # JobError: the job runner reports 
     """Bad training input: names the file, row or field."""
 
 
-def training_row(example: dict[str, Any]) -> dict[str, Any]:
+def training_row(example: dict[str, Any], prompt_format: str = PROMPT_FORMAT) -> dict[str, Any]:
     """A canonical labelled example -> the scalar columns the tokenizer stage needs.
 
-    ``first_gold`` / ``last_gold`` bound the lines truncation must keep (0 for a negative).
+    ``first_gold`` / ``last_gold`` bound the lines truncation must keep (0 for a negative). The target
+    is the kept lines verbatim, or their number ranges in ``squeez-ranges-v1``.
     """
     output = example["tool_output"]
     lines = split_lines(output)
@@ -47,7 +50,7 @@ def training_row(example: dict[str, Any]) -> dict[str, Any]:
         "instance_id": str(example.get("instance_id", "")),
         "query": example["query"],
         "tool_output": output,
-        "target": render_target(kept),
+        "target": render_ranges_target(numbers) if prompt_format == RANGES_FORMAT else render_target(kept),
         "first_gold": min(numbers) if numbers else 0,
         "last_gold": max(numbers) if numbers else 0,
     }
@@ -76,11 +79,12 @@ class Encoded:
 
 def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, overlong: str = "truncate",
                    system_prompt: str = DEFAULT_SYSTEM_PROMPT, end_text: str = END_OF_TURN,
-                   prefix: str = "") -> Encoded:
+                   prefix: str = "", numbered: bool = False) -> Encoded:
     """Token ids of prompt + response and the prompt length (labels are -100 before it).
 
     ``prefix`` and ``end_text`` come from the base's model family (``squeez_ray.model_family``): Gemma's
-    ``<bos>`` before the prompt, exactly as inference renders it; nothing for Qwen.
+    ``<bos>`` before the prompt, exactly as inference renders it; nothing for Qwen. ``numbered``: the
+    range format's prompt (lines shown as ``{n}|{line}``, numbered as in the whole output).
 
     Too long: ``overlong="drop"`` drops it; ``"truncate"`` shrinks the tool output to a window of
     whole lines that still holds every gold line (trailing lines first, then leading ones), found by
@@ -90,7 +94,7 @@ def encode_example(tokenizer: Any, row: dict[str, Any], *, max_seq_length: int, 
     lines = split_lines(row["tool_output"])
 
     def prompt_ids(first: int, last: int) -> list[int]:  # 1-based inclusive window of output lines
-        output = "\n".join(lines[first - 1:last])
+        output = number_lines(lines[first - 1:last], first) if numbered else "\n".join(lines[first - 1:last])
         return _ids(tokenizer, prefix + render_prompt(row["query"], output, system_prompt))
 
     def fits(ids: list[int]) -> bool:
@@ -163,7 +167,8 @@ def collate(batch: dict[str, Any], *, pad_id: int) -> dict[str, Any]:
 class TokenizeBatch:
     """Ray Data stage (an actor: the tokenizer loads once): rows -> input_ids, prompt_len, status."""
 
-    def __init__(self, tokenizer_dir: str, max_seq_length: int, overlong: str, system_prompt: str):
+    def __init__(self, tokenizer_dir: str, max_seq_length: int, overlong: str, system_prompt: str,
+                 prompt_format: str = PROMPT_FORMAT):
         from squeez_ray.train.model import load_tokenizer
 
         self.tokenizer = load_tokenizer(tokenizer_dir)  # the same fallbacks (pad, template) as the workers
@@ -171,6 +176,7 @@ class TokenizeBatch:
         if not self.family.stop:  # a family that stops on the marker text expects it split
             warn_without_chatml_tokens(self.tokenizer, tokenizer_dir)
         self.max_seq_length, self.overlong, self.system_prompt = max_seq_length, overlong, system_prompt
+        self.numbered = prompt_format == RANGES_FORMAT
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:
         import numpy as np
@@ -182,7 +188,7 @@ class TokenizeBatch:
             row = {k: batch[k][i] for k in keys}
             enc = encode_example(self.tokenizer, row, max_seq_length=self.max_seq_length, overlong=self.overlong,
                                  system_prompt=self.system_prompt, end_text=self.family.end_of_turn,
-                                 prefix=self.family.prefix)
+                                 prefix=self.family.prefix, numbered=self.numbered)
             out["instance_id"].append(str(row["instance_id"]))
             out["input_ids"].append(np.asarray(enc.input_ids, dtype=np.int32))
             out["prompt_len"].append(enc.prompt_len)
@@ -228,15 +234,16 @@ def build_train_dataset(rows: Sequence[dict[str, Any]], tokenizer_dir: str, data
 
     from squeez_ray.train.batching import BatchPlanError, padded_tokens, plan_token_batches
 
-    items = [training_row(r) for r in rows]
+    items = [training_row(r, data_cfg.prompt_format) for r in rows]
     random.Random(data_cfg.shuffle_seed).shuffle(items)
     if data_cfg.max_examples:
         items = items[:data_cfg.max_examples]
     items = items * data_cfg.repeat
-    system_prompt = data_cfg.system_prompt or DEFAULT_SYSTEM_PROMPT
+    system_prompt = data_cfg.system_prompt or default_system_prompt(data_cfg.prompt_format)
     tokenized = ray.data.from_items(items).map_batches(
         TokenizeBatch, fn_constructor_kwargs=dict(tokenizer_dir=tokenizer_dir, max_seq_length=data_cfg.max_seq_length,
-                                                  overlong=data_cfg.overlong, system_prompt=system_prompt),
+                                                  overlong=data_cfg.overlong, system_prompt=system_prompt,
+                                                  prompt_format=data_cfg.prompt_format),
         batch_size=data_cfg.tokenize_batch_size, num_cpus=data_cfg.tokenize_num_cpus,
         compute=ray.data.ActorPoolStrategy(size=data_cfg.tokenize_actors),
     ).materialize()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from squeez_ray.model_family import family_of_config
-from squeez_ray.prompt import parse_target
+from squeez_ray.prompt import PROMPT_FORMAT, RANGES_FORMAT, parse_target
 
 
 def eval_row(example: dict[str, Any]) -> dict[str, Any]:
@@ -25,8 +25,11 @@ def eval_row(example: dict[str, Any]) -> dict[str, Any]:
 
 
 def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], *, system_prompt: str,
-                     max_new_tokens: int, batch_size: int) -> list[str]:
+                     max_new_tokens: int, batch_size: int, prompt_format: str = PROMPT_FORMAT) -> list[str]:
     """Greedy replies for ``rows`` (left-padded batches), decoded without special tokens."""
+    from squeez_ray.prompt_ranges import number_lines
+    from squeez_ray.spans import split_lines
+
     import torch
 
     was_training, side = model.training, tokenizer.padding_side
@@ -39,7 +42,9 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
         device = next(p for p in model.parameters()).device
         for start in range(0, len(rows), batch_size):
             chunk = rows[start:start + batch_size]
-            prompts = [family.render_prompt(r["query"], r["tool_output"], system_prompt) for r in chunk]
+            prompts = [family.render_prompt(r["query"], number_lines(split_lines(r["tool_output"]))
+                                            if prompt_format == RANGES_FORMAT else r["tool_output"], system_prompt)
+                       for r in chunk]
             batch = tokenizer(prompts, return_tensors="pt", padding=True, add_special_tokens=False).to(device)
             with torch.no_grad():
                 out = model.generate(**batch, max_new_tokens=max_new_tokens, do_sample=False, use_cache=True,
@@ -54,16 +59,23 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
     return replies
 
 
-def _scored(rows: Sequence[dict[str, Any]], replies: Sequence[str], fuzzy_threshold: float) -> list[dict[str, Any]]:
-    """Per-example scores (METRICS.md) with the generated lines the verbatim mapping had to drop."""
+def _scored(rows: Sequence[dict[str, Any]], replies: Sequence[str], fuzzy_threshold: float,
+            prompt_format: str = PROMPT_FORMAT) -> list[dict[str, Any]]:
+    """Per-example scores (METRICS.md) with the generated lines (or range items) that had to be dropped."""
     from squeez_ray.evaluate.metrics import score_example
     from squeez_ray.infer.mapping import map_lines_to_spans
+    from squeez_ray.prompt_ranges import parse_ranges
+    from squeez_ray.spans import spans_from_line_numbers, split_lines
 
     scored = []
     for row, reply in zip(rows, replies):
-        mapped = map_lines_to_spans(parse_target(reply).lines, row["tool_output"], threshold=fuzzy_threshold)
-        scored.append({**score_example(row["tool_output"], row["gold_spans"], mapped.spans),
-                       "unmatched_lines": mapped.unmatched})
+        if prompt_format == RANGES_FORMAT:
+            answer = parse_ranges(reply, 1, len(split_lines(row["tool_output"])))
+            spans, dropped = spans_from_line_numbers(answer.line_numbers), answer.malformed + answer.out_of_range
+        else:
+            mapped = map_lines_to_spans(parse_target(reply).lines, row["tool_output"], threshold=fuzzy_threshold)
+            spans, dropped = mapped.spans, mapped.unmatched
+        scored.append({**score_example(row["tool_output"], row["gold_spans"], spans), "unmatched_lines": dropped})
     return scored
 
 
@@ -98,9 +110,9 @@ def gather_scored(scored: list[dict[str, Any]], world: int) -> list[dict[str, An
 
 def evaluate_generation(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]], *, system_prompt: str,
                         max_new_tokens: int, batch_size: int, fuzzy_threshold: float, rank: int = 0,
-                        world: int = 1) -> dict[str, float]:
+                        world: int = 1, prompt_format: str = PROMPT_FORMAT) -> dict[str, float]:
     """Scores over all of ``rows``; with ``world`` > 1, this rank generates ``rows[rank::world]`` only."""
     mine = list(rows[rank::world]) if world > 1 else list(rows)
     replies = generate_replies(model, tokenizer, mine, system_prompt=system_prompt, max_new_tokens=max_new_tokens,
-                               batch_size=batch_size)
-    return _summary(gather_scored(_scored(mine, replies, fuzzy_threshold), world))
+                               batch_size=batch_size, prompt_format=prompt_format)
+    return _summary(gather_scored(_scored(mine, replies, fuzzy_threshold, prompt_format), world))

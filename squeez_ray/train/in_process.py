@@ -14,7 +14,7 @@ from typing import Any
 
 from squeez_ray.config import to_dict
 from squeez_ray.model_family import family_of
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.prompt_ranges import default_system_prompt
 from squeez_ray.train.config import TrainConfig
 
 
@@ -37,11 +37,12 @@ def train_in_process(config: TrainConfig, run_dir: str | Path, rows: list[dict[s
         rows = load_rows(config.data.train_path, config.data.train_split, what="data.train_path")
     elif config.data.train_split is not None:
         rows = [r for r in rows if r.get("split") == config.data.train_split]
-    items = [training_row(r) for r in rows]
+    items = [training_row(r, config.data.prompt_format) for r in rows]
     random.Random(config.data.shuffle_seed).shuffle(items)
     items = items[:config.data.max_examples or None] * config.data.repeat
-    system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
-    tokenized = TokenizeBatch(base, config.data.max_seq_length, config.data.overlong, system_prompt)(
+    system_prompt = config.data.system_prompt or default_system_prompt(config.data.prompt_format)
+    tokenized = TokenizeBatch(base, config.data.max_seq_length, config.data.overlong, system_prompt,
+                              config.data.prompt_format)(
         {key: [item[key] for item in items] for key in items[0]})
     kept = [i for i, status in enumerate(tokenized["status"]) if status != "dropped"]
     lengths = [len(tokenized["input_ids"][i]) for i in kept]
@@ -51,7 +52,7 @@ def train_in_process(config: TrainConfig, run_dir: str | Path, rows: list[dict[s
                 "prompt_len": [int(tokenized["prompt_len"][kept[j]]) for j in batch]} for batch in plan]
     counts = {"rows": len(items), "train_examples": len(kept), "train_tokens": sum(lengths), "batches": len(plan),
               "dropped": len(items) - len(kept)}
-    metadata = {"base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,
+    metadata = {"base_model": config.model.base, "base_model_path": base, "prompt_format": config.data.prompt_format,
                 "model_family": family_of(base).name, "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
                 "data": {"train_path": config.data.train_path, **counts}}
     session = LocalSession(batches, run)

@@ -156,7 +156,8 @@ def _callbacks(session: Any, metadata: dict[str, Any], eval_rows: list[dict[str,
             scores = evaluate_generation(model, tokenizer, eval_rows, system_prompt=metadata["system_prompt"],
                                          max_new_tokens=cfg.eval.max_new_tokens, batch_size=cfg.eval.batch_size,
                                          fuzzy_threshold=cfg.eval.fuzzy_threshold, rank=session.rank,
-                                         world=session.world)
+                                         world=session.world,
+                                         prompt_format=metadata.get("prompt_format") or "squeez-released-v2")
             shared["eval"] = {f"eval_{k}": v for k, v in scores.items()}
             log.info("step %d eval (%d examples over %d ranks, %.1fs): %s", state.global_step, len(eval_rows), session.world,
                      time.perf_counter() - started, shared["eval"])

@@ -19,7 +19,7 @@ from typing import Any
 from squeez_ray.config import to_dict
 from squeez_ray.model_family import family_of
 from squeez_ray.progress import progress_enabled
-from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, PROMPT_FORMAT
+from squeez_ray.prompt_ranges import default_system_prompt
 from squeez_ray.io_utils import git_revision, write_json_atomic
 from squeez_ray.ray_init import init_ray
 from squeez_ray.errors import JobError
@@ -164,9 +164,9 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
                                    max_examples=config.train.per_device_batch_size,
                                    num_workers=config.scaling.num_workers, seed=config.train.seed)
     n_batches = prepared.batches_per_worker
-    system_prompt = config.data.system_prompt or DEFAULT_SYSTEM_PROMPT
+    system_prompt = config.data.system_prompt or default_system_prompt(config.data.prompt_format)
     metadata = {
-        "base_model": config.model.base, "base_model_path": base, "prompt_format": PROMPT_FORMAT,
+        "base_model": config.model.base, "base_model_path": base, "prompt_format": config.data.prompt_format,
         "model_family": family_of(base).name, "system_prompt": system_prompt, "lora": to_dict(config.lora), "config": to_dict(config),
         "data": {"train_path": config.data.train_path, "eval_path": config.data.eval_path, **prepared.counts},
         "git_revision": git_revision(),
@@ -198,7 +198,7 @@ def run_training(config: TrainConfig, *, config_path: str | None = None) -> Trai
     manifest = {
         "job": "train", "run_dir": run_dir, "config_path": config_path, "config": to_dict(config),
         "git_revision": git_revision(), "base_model": config.model.base, "base_model_path": base,
-        "prompt_format": PROMPT_FORMAT, "inputs": {"train_path": config.data.train_path, "eval_path": config.data.eval_path},
+        "prompt_format": config.data.prompt_format, "inputs": {"train_path": config.data.train_path, "eval_path": config.data.eval_path},
         "counts": prepared.counts, "batches_per_epoch_per_worker": n_batches, "latest_checkpoint": checkpoint,
         "final_metrics": metrics, "wall_s": round(time.time() - started, 1),
     }
