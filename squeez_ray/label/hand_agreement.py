@@ -2,7 +2,9 @@
 
 - ``blind_agreement``: pass B relabelled some pass A examples blind (same output, same query, no
   gold shown); line-level F1 between the two gold line sets, per family, and how often both agree
-  that an example is a negative.
+  that an example is a negative. Where a revision pass (W, issue #35) replaced an example's gold, pass
+  B is compared with the revised gold, the one the built splits carry; ``revised`` gives those pairs'
+  F1 against both the revised and the first gold.
 - ``rule_agreement``: what the rule teacher is worth, per family: on the same outputs, how often it
   labels at all and the line-level F1 of its lines against the hand gold (its queries are its own,
   so this measures whether it points at the lines a reader would pick).
@@ -33,13 +35,22 @@ def _key(row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def blind_agreement(labels: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    from squeez_ray.label.hand_labels import REVISION_PASSES
+
     first = {_key(r): r for r in labels if r.get("pass") == "A"}
-    pairs = [(first[_key(r)], r) for r in labels if r.get("pass") == "B" and _key(r) in first]
+    revised = {_key(r): r for r in labels if r.get("pass") in REVISION_PASSES and _key(r) in first}
+    pairs = [(revised.get(_key(r), first[_key(r)]), r) for r in labels if r.get("pass") == "B" and _key(r) in first]
     by_family: dict[str, list[float]] = defaultdict(list)
+    against_revised: list[float] = []
+    against_first: list[float] = []
     negatives = both_negative = 0
     for a, b in pairs:
         gold_a, gold_b = line_set(a["gold"]), line_set(b["gold"])
-        by_family[pool[a["output_id"]]["family"]].append(line_f1(gold_a, gold_b))
+        score = line_f1(gold_a, gold_b)
+        by_family[pool[a["output_id"]]["family"]].append(score)
+        if a.get("pass") in REVISION_PASSES:
+            against_revised.append(score)
+            against_first.append(line_f1(line_set(first[_key(a)]["gold"]), gold_b))
         if not gold_a or not gold_b:
             negatives += 1
             both_negative += not gold_a and not gold_b
@@ -50,6 +61,9 @@ def blind_agreement(labels: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapp
         "exact": round(sum(s == 1.0 for s in scores) / len(scores), 3) if scores else None,
         "negatives_either": negatives,
         "negatives_agreed": round(both_negative / negatives, 3) if negatives else None,
+        "revised": {"pairs": len(against_revised),
+                    "line_f1": round(mean(against_revised), 3) if against_revised else None,
+                    "line_f1_first": round(mean(against_first), 3) if against_first else None},
         "by_family": {f: {"pairs": len(v), "line_f1": round(mean(v), 3)} for f, v in sorted(by_family.items())},
     }
 
