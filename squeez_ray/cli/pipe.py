@@ -7,8 +7,11 @@ reservation of the real stdout while a backend runs.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
 import sys
+import threading
 from collections.abc import Iterator
 from typing import IO
 
@@ -56,27 +59,82 @@ def release(answer: IO[bytes]) -> None:
         answer.close()  # closes the descriptor even when the flush fails (reader gone)
 
 
-def write_unpruned_json(out: IO[bytes], head: bytes, rest: IO[bytes], fields: dict, chunk: int) -> None:
-    """The unpruned JSON answer for an input too big to hold in memory: ``head`` then ``rest`` are
-    streamed into ``"text"`` piece by piece; the line counts, known only at the end, come after it.
+class PassThrough:
+    """Stream an input too big to hold: ``head`` (read already), then what is left in ``rest``, to ``out``
+    as it arrives, byte for byte, or (``fields`` given) as the unpruned JSON answer, ``head`` and
+    ``rest`` streamed into ``"text"`` piece by piece and the line counts, known only at the end, after it.
 
+    ``stop`` (the signal watcher's) waits for the piece in hand to be written, then ends the answer
+    (the JSON object closed): no byte already read is dropped, however long the producer hangs.
     ``fields`` is a PruneResult's ``to_dict()`` (its ``text``, ``spans``, ``kept_lines`` and
-    ``total_lines`` are replaced here)."""
-    import codecs
-    import json
+    ``total_lines`` are replaced here).
+    """
 
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-    out.write(b'{"text": "')
-    newlines = 0
-    piece = head
-    while True:
-        final = not piece
-        text = decoder.decode(piece, final=final)
-        newlines += text.count("\n")
-        out.write(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", errors="replace"))
-        if final:
-            break
-        piece = rest.read(chunk)
-    n = newlines + 1  # as spans.split_lines counts: a trailing newline makes an empty last line
-    tail = {k: v for k, v in fields.items() if k != "text"} | {"spans": [[1, n]], "kept_lines": n, "total_lines": n}
-    out.write(b'", ' + json.dumps(tail, ensure_ascii=False).encode("utf-8", errors="replace")[1:] + b"\n")
+    def __init__(self, out: IO[bytes], head: bytes, rest: IO[bytes], fields: dict | None, chunk: int):
+        import codecs
+
+        self.out, self.head, self.rest, self.fields, self.chunk = out, head, rest, fields, chunk
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._newlines = 0
+        self._lock = threading.Lock()  # held while a piece is read and written, and while the answer ends
+        self._ended = False
+
+    def run(self) -> None:
+        try:
+            fd: int | None = self.rest.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        with self._lock:
+            if self._ended:
+                threading.Event().wait()  # stopped: the caller of stop() ends the process
+            if self.fields is not None:
+                self.out.write(b'{"text": "')
+            self._write(self.head)
+        while True:
+            if fd is not None:  # wait for input outside the lock: a signal meanwhile ends the answer at once
+                select.select([fd], [], [])
+            with self._lock:
+                if self._ended:
+                    break
+                piece = self.rest.read1(self.chunk) if hasattr(self.rest, "read1") else self.rest.read(self.chunk)
+                if piece is None:  # a non-blocking input with nothing yet
+                    continue
+                if not piece:
+                    self._end(None)
+                    return
+                self._write(piece)
+        threading.Event().wait()  # stopped: the caller of stop() ends the process
+
+    def stop(self, reason: str | None = None, wait_s: float = 5.0) -> None:
+        """End the answer now with what was read (``reason`` replaces the JSON's); from another thread,
+        which then ends the process (``run`` never returns once stopped)."""
+        if not self._lock.acquire(timeout=wait_s):  # a write blocked on a reader that stopped reading
+            return
+        try:
+            if not self._ended:
+                self._end(reason)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._lock.release()
+
+    def _write(self, piece: bytes) -> None:
+        if self.fields is None:
+            self.out.write(piece)
+        else:
+            text = self._decoder.decode(piece)
+            self._newlines += text.count("\n")
+            self.out.write(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", errors="replace"))
+        self.out.flush()
+
+    def _end(self, reason: str | None) -> None:
+        self._ended = True
+        if self.fields is not None:
+            text = self._decoder.decode(b"", final=True)
+            self._newlines += text.count("\n")
+            self.out.write(json.dumps(text, ensure_ascii=False)[1:-1].encode("utf-8", errors="replace"))
+            n = self._newlines + 1  # as spans.split_lines counts: a trailing newline makes an empty last line
+            tail = {k: v for k, v in self.fields.items() if k != "text"}
+            tail |= {"spans": [[1, n]], "kept_lines": n, "total_lines": n} | ({"reason": reason} if reason else {})
+            self.out.write(b'", ' + json.dumps(tail, ensure_ascii=False).encode("utf-8", errors="replace")[1:] + b"\n")
+        self.out.flush()

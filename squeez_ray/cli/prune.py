@@ -32,8 +32,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import shutil
 import signal
 import threading
 import time
@@ -51,7 +49,7 @@ from squeez_ray.cli.pipe import (
     EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    write_unpruned_json,
+    PassThrough,
 )
 from squeez_ray.cli.markers import render_marked
 from squeez_ray.cli.pipe import note as _note
@@ -101,7 +99,8 @@ class _Run:
         self._owner: int | None = None  # the thread that holds ``_answered``
         self.answered = threading.Event()  # set once the answer is written (a signal then only ends the process)
         self.reading = bytearray()  # the input as read so far: what a signal during reading passes through
-        self.streaming = False  # a pass-through is streaming the unread input (a signal may cut it there)
+        self.streaming = False  # a pass-through is streaming the unread input (a signal ends it there)
+        self.passing: PassThrough | None = None  # that stream
         self.settings: Any = None
         self.input = _Input(b"")
         self.load_s = 0.0
@@ -230,20 +229,19 @@ class _Run:
     def _write_whole_input(self, reason: str, *, keep: bool = False) -> None:
         """The input byte for byte (streaming what is still unread), or as an unpruned JSON answer."""
         backend = self.settings.backend if self.settings else None
-        if self.args.json and self.input.rest is not None:  # too big to hold: stream it into "text"
+        if self.input.rest is not None:  # too big to hold: streamed as it arrives (into "text" with --json)
             self._hold()
+            fields = unpruned_result("", reason, model=backend).to_dict() | {"store_id": None} \
+                if self.args.json else None
+            self.passing = PassThrough(self.out, self.input.data, self.input.rest, fields, _CHUNK)
             self.streaming = self.wrote = True
-            fields = unpruned_result("", reason, model=backend).to_dict() | {"store_id": None}
-            write_unpruned_json(self.out, self.input.data, self.input.rest, fields, _CHUNK)
+            self.passing.run()
         elif self.args.json:
             stored_id = self._keep_full_output()[0] if keep else None
             self._write_json(unpruned_result(self.input.data.decode("utf-8", errors="replace"), reason,
                                              model=backend), stored_id)
         else:
             self._emit(self.input.data)
-            if self.input.rest is not None:
-                self.streaming = True
-                shutil.copyfileobj(self.input.rest, self.out, _CHUNK)
         self.out.flush()
 
     def _backend_failed(self, reason: str) -> int:
@@ -323,8 +321,11 @@ class _Run:
             # that stopped reading must not make the signal wait).
             self.answered.wait(ANSWER_GRACE_S)
             signals.end_process(code)  # not _exit_now: its flush would wait on the writer's lock
-        else:  # a pass-through stream of input still arriving: what was written is a prefix of it
-            os._exit(code)
+        else:  # a pass-through stream of input still arriving: end it with every byte read so far
+            self.passing.stop(f"interrupted by {name}: the output read so far passed through unpruned",
+                              wait_s=ANSWER_GRACE_S)
+            _note(f"interrupted by {name}: the output read so far passed through unpruned")
+            signals.end_process(code)
         self._exit_now(code)
 
     def _exit_now(self, code: int) -> None:

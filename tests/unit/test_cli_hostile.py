@@ -4,15 +4,14 @@ stderr), never a traceback or a hang. Real subprocesses of the entry point, real
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import subprocess
 import sys
-from pathlib import Path
+import threading
 
 import pytest
-import signal
-import time
-
 from test_cli_prune import RUNNER, SQUEEZ, default_signals, env  # noqa: F401 - env is a fixture
 
 from squeez_ray.cli import settings as settings_mod
@@ -97,3 +96,44 @@ def test_sigterm_ends_the_pipe_while_the_fail_open_answer_is_blocked_on_its_read
         proc.send_signal(signal.SIGTERM)
         stderr = _finish(proc)
     assert proc.returncode == 128 + signal.SIGTERM and b"Traceback" not in stderr, stderr
+
+
+# -- item 8: a signal while an input over max_input_mb streams through and its producer hangs -----------
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_signal_while_streaming_keeps_every_byte_read_and_ends_the_json(env, as_json):
+    """The producer writes ~1 MB (4x the cap), then the summary, then hangs: the summary must come out."""
+    proc = subprocess.Popen([str(SQUEEZ), "--backend", "bm25", *(["--json"] if as_json else []), "q"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**env, "SQUEEZ_MAX_INPUT_MB": "0.25"}, preexec_fn=default_signals)
+    data = PASSED_300 * 150 + b"=== 3 failed, 44997 passed in 812.00s ===\nafter the summary, no newline"
+    writer = threading.Thread(target=lambda: (proc.stdin.write(data), proc.stdin.flush()))
+    writer.start()  # then the producer hangs, its pipe open
+    out = bytearray()
+    through = threading.Event()
+
+    def read_stdout() -> None:
+        while piece := proc.stdout.read1(1 << 16):
+            out.extend(piece)
+            if b"after the summary, no newline" in out:
+                through.set()
+
+    reader = threading.Thread(target=read_stdout)
+    reader.start()
+    through.wait(timeout=30)  # everything written is through (a bound: a squeez holding bytes back never gets there)
+    writer.join(timeout=60)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    reader.join(timeout=60)
+    stderr = proc.stderr.read()
+    assert proc.returncode == 128 + signal.SIGTERM and b"Traceback" not in stderr, stderr
+    if as_json:
+        payload = json.loads(bytes(out))  # terminated: a whole JSON object
+        assert payload["text"] == data.decode() and payload["pruned"] is False
+        assert "interrupted by SIGTERM" in payload["reason"] and payload["total_lines"] == data.count(b"\n") + 1
+    else:
+        assert bytes(out) == data
