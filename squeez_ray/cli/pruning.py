@@ -101,17 +101,34 @@ def query_words(query: str) -> set[str]:
     return {w[:max(4, len(w) - 3)] for w in words}
 
 
-def beside_query(query: str, text: str) -> bool:
-    """Clearly beside the query: it has content words and none of their stems occurs in the output.
+def named_things(question: str) -> set[str]:
+    """What a question names, as an agent would type it: quoted text, identifiers (``load_config``,
+    ``HTTPAdapter``), paths and file names, numbers; plain words are not names."""
+    names = {q.strip() for q in re.findall(r"'([^'\n]+)'|\"([^\"\n]+)\"|`([^`\n]+)`", question) for q in q if q.strip()}
+    for token in re.findall(r"[\w./#:-]+", question):
+        token = token.strip(".:-#")
+        if len(token) >= 2 and ("_" in token or "/" in token or any(c.isdigit() for c in token)
+                                or any(c.isupper() for c in token[1:]) or re.fullmatch(r"\w+\.[A-Za-z]\w*", token)):
+            names.add(token)
+    return names
 
-    A cheap, one-sided test: it only says an output is off-topic when it shares no word with the
-    question; a query of only generic words ("the important lines of ...") is never beside anything.
+
+def beside_query(query: str, text: str) -> bool:
+    """Clearly beside the query: it names things (named_things) and the output holds none of them, nor
+    any stem of its other content words (query_words), case-insensitive.
+
+    One-sided on purpose: a question in plain words ("Run the tests", "List files in the root") names
+    nothing, so no output is beside it; the hooks' query without a description ("the important lines
+    of the output of: CMD") is judged on its words before the command.
     """
-    words = query_words(query)
-    if not words:
+    question = query.split("output of:", 1)[0]
+    names = named_things(question)
+    if not names:
         return False
     lowered = text.lower()
-    return not any(word in lowered for word in words)
+    if any(name.lower() in lowered for name in names):
+        return False
+    return not any(word in lowered for word in query_words(question))
 
 
 def head_and_tail(lines: list[str]) -> list[list[int]]:

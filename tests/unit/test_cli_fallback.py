@@ -21,15 +21,19 @@ from squeez_ray.infer.base import PruneResult, RenderOptions
 GIT_LOG = "".join(f"commit {i:040x}\nAuthor: Dev <dev@example.com>\n\n    Fix parser case {i}\n\n"
                   for i in range(1, 13))
 ON_TOPIC = "which commits landed"  # its stem "comm" is in the output: not beside it
-BESIDE = "kubernetes replicas"  # no word of it in the output
+BESIDE = "Which ReplicaSet scales the kubernetes deployment?"  # names a thing the output lacks, shares no word
 
 
-def test_beside_query_is_a_one_sided_word_test():
+def test_beside_query_is_a_one_sided_test():
     assert not beside_query(ON_TOPIC, GIT_LOG)
     assert beside_query(BESIDE, GIT_LOG)
-    assert not beside_query("which tests are failing", "tests/a.py FAILED")  # "fail" stem, any case
-    # Only generic words (the hooks' query without a description): nothing is beside it.
-    assert not beside_query("the important lines of the output of: git log", "x\n" * 50)
+    assert not beside_query("Which ReplicaSet fixed the parser?", GIT_LOG)  # a word in common: "parser"
+    assert not beside_query("Is test_parser_case failing", "tests/a.py::test_parser_case FAILED")
+    # A question in plain words names nothing: no output is beside it (the audit's empty answers).
+    assert not beside_query("Check the repository layout", GIT_LOG)
+    assert not beside_query("Run pytest after the fix", "....F.\n1 failed, 5 passed in 0.1s")
+    # The hooks' query without a description is judged on its words, not on the command it quotes.
+    assert not beside_query("the important lines of the output of: cat foo_bar.py", GIT_LOG)
 
 
 def test_head_and_tail_is_bounded_in_lines_and_characters():
