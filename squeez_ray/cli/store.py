@@ -32,6 +32,7 @@ MIN_PREFIX = 4
 SUFFIX = ".out"
 # Temporary files of a crashed writer older than this are removed during eviction.
 STALE_TMP_S = 3600
+LOCK_WAIT_S = 2.0  # eviction waits this long at most for another process's lock, then skips
 _ENTRY = re.compile(r"^[0-9a-f]{64}\.out$")  # what put() names an entry: the SHA-256 of its bytes
 DIR_MODE, FILE_MODE = 0o700, 0o600  # owner-only: the store holds whole outputs, secrets included
 
@@ -184,12 +185,29 @@ class OutputStore:
             yield
             return
         self._make_private()
-        with open(self.root / ".lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
+        # Never blocks: a FIFO planted as `.lock` would block a plain open until a writer came, and a
+        # lock another process holds for long is waited for LOCK_WAIT_S at most (eviction then waits
+        # for the next put): either way the caller's own --timeout still holds.
+        flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+        fd = os.open(self.root / ".lock", flags, FILE_MODE)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise OSError("not a regular file")
+            deadline = time.monotonic() + LOCK_WAIT_S
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise OSError(f"held by another process for {LOCK_WAIT_S:g} s") from None
+                    time.sleep(0.02)
             try:
                 yield
             finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
 
 
 def _write_private(path: Path, data: bytes) -> None:

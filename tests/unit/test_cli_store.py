@@ -8,6 +8,7 @@ import os
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -139,3 +140,33 @@ def test_the_pipe_keeps_outputs_private_under_a_permissive_umask(tmp_path):
     entries = [p for p in root.iterdir() if p.suffix == ".out"]
     assert len(entries) == 1 and entries[0].read_bytes() == data
     assert _mode(root) == 0o700 and _mode(entries[0]) == 0o600
+
+
+def test_a_fifo_planted_as_the_lock_does_not_hang_the_pipe(tmp_path):
+    # A plain open() of a FIFO blocks until a writer comes: the pipe hung past its own --timeout.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
+    env.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
+    (tmp_path / "store").mkdir(mode=0o700)
+    os.mkfifo(tmp_path / "store" / ".lock")
+    data = b"".join(b"tests/t%d.py PASSED\n" % i for i in range(1, 301))
+    squeez = Path(sys.executable).parent / "squeez"
+    out = subprocess.run([str(squeez), "--backend", "bm25", "--timeout", "5", "tests"], input=data,
+                         capture_output=True, env=env, timeout=60)  # a bound on waiting: a hang fails
+    assert out.returncode == 0 and b"full output: squeez show " in out.stdout, out.stderr
+    assert b".lock: not a regular file" in out.stderr or b".lock: [Errno 6]" in out.stderr, out.stderr
+
+
+def test_a_lock_held_elsewhere_delays_eviction_only_boundedly(tmp_path):
+    import fcntl
+
+    store = OutputStore(tmp_path, 1 << 20)
+    store.put(b"first")
+    with open(tmp_path / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # another open file description: flock conflicts even in-process
+        answers: list = []
+        putter = threading.Thread(target=lambda: answers.append(store.put(b"second")), daemon=True)
+        putter.start()
+        putter.join(timeout=60)  # a bound on waiting: a put that waits for the lock forever fails here
+    assert answers, "put() waited for the lock without bound"
+    stored = answers[0]
+    assert stored.note and "held by another process" in stored.note and store.get(stored.id) == b"second"
