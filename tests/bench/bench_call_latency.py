@@ -15,7 +15,8 @@ call costs. Per output, whole processes timed from launch to exit:
   shipped behaviour); ``first+wait`` instead waits up to ``--start-wait`` s for it (the alternative
   measured to choose between them; daemon_client.START_WAIT_S)
 
-and the hook alone (``squeez hook claude-code`` on a Bash call it wraps). Medians over ``--runs``
+and the hook alone (``squeez hook claude-code`` on a Bash call it wraps), beside the interpreter's own
+start (``python -c pass``). Medians over ``--runs``
 (outputs of 5,000 lines and more: ``--big-runs``), each with its ratio to the raw command and the
 lines kept; "passed through" means unpruned (below min_lines, a timeout or a failure). Runs in
 its own XDG_RUNTIME_DIR and store, and stops the warm process it started. No assertion: it prints.
@@ -129,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
         for _, path, text in outputs:
             if text is not None:
                 path.write_text(text)
+        rows.append({"output": "python -c pass", "mode": "floor", **measure([sys.executable, "-c", "pass"], env,
+                                                                              max(runs, 3))})
         rows.append({"output": "hook alone", "mode": "hook", **measure([*squeez, "hook", "claude-code"], env,
                                                                           max(runs, 3), HOOK_PAYLOAD)})
         for label, path, _ in outputs:
@@ -164,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         ratio = f"{row['x_raw']:8.1f}" if "x_raw" in row else f"{'':8s}"
         added = f"{row['added_ms']:9.0f}" if "added_ms" in row else f"{'':9s}"
         print(f"{row['output']:26s} {row['mode']:11s} {row['median_s']:9.3f} {row['best_s']:8.3f} {row['runs']:4d} "
-              f"{ratio} {added}  {row['kept'] if row['mode'] not in ('raw', 'hook') else ''}")
+              f"{ratio} {added}  {row['kept'] if row['mode'] not in ('raw', 'hook', 'floor') else ''}")
     if args.out:
         Path(args.out).write_text(json.dumps({"load": [load_before, load_after], "rows": rows}, indent=1))
     return 0

@@ -16,7 +16,7 @@ def test_bench_call_latency_quick(tmp_path, capsys):
     out = tmp_path / "rows.json"
     assert bench.main(["--quick", "--sizes", "3,40", "--backend", "bm25", "--out", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [(r["output"], r["mode"]) for r in rows] == [("hook alone", "hook")] + [
+    assert [(r["output"], r["mode"]) for r in rows] == [("python -c pass", "floor"), ("hook alone", "hook")] + [
         (output, mode) for output in ("3 lines", "40 lines") for mode in ("raw", "cold", "first", "warm")]
     kept = {(r["output"], r["mode"]): r["kept"] for r in rows}
     assert kept[("3 lines", "warm")] == "passed through"  # below min_lines
