@@ -40,6 +40,7 @@ def main() -> None:
     log = "\n".join(f"INFO step {i}: compiling module_{i}.c" for i in range(300)).encode() + b"\nERROR boom\n"
     with tempfile.TemporaryDirectory() as home:
         env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
+        env["SQUEEZ_DAEMON"] = "0"  # cold starts: a warm process would answer instead (bench_call_latency.py measures it)
         env.update(HOME=home, SQUEEZ_STORE=str(Path(home) / "store"))
         cases = [
             ("python -c pass", [sys.executable, "-c", "pass"], b""),

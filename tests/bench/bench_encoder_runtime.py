@@ -82,6 +82,7 @@ def first_byte_s(cmd: list[str], stdin: bytes, env: dict) -> float:
 def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp: Path,
                 also: list[str] = ()) -> list[dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
+    env["SQUEEZ_DAEMON"] = "0"  # cold starts: a warm process would answer instead (bench_call_latency.py measures it)
     env.update(HOME=str(tmp), SQUEEZ_STORE=str(tmp / "store"),
                PYTHONPATH=os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")]))
     commands = [("python -c pass", [sys.executable, "-c", "pass"]),
