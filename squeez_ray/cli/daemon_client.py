@@ -47,6 +47,8 @@ def served_backend(backend: str | None) -> bool:
 
 
 def enabled(settings: Any) -> bool:
+    if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):  # no Unix sockets / uids (Windows)
+        return False
     return str(getattr(settings, "daemon", True)).strip().lower() not in _OFF and served_backend(settings.backend)
 
 
@@ -74,6 +76,15 @@ def warm_prune(settings: Any, query: str, text: str) -> Any:
     route = "in-process"
     if not enabled(settings):
         return None
+    try:
+        return _ask(settings, query, text)
+    except Exception as error:  # noqa: BLE001 - a bug here must never cost the call its pruning
+        route = f"in-process (client error: {type(error).__name__}: {error})"
+        return None
+
+
+def _ask(settings: Any, query: str, text: str) -> Any:
+    global route
     path, why = wire.socket_path()
     if path is None:
         route = f"in-process (refused: {why})"

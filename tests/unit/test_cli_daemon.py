@@ -297,3 +297,17 @@ def test_squeez_daemon_0_starts_nothing(box):
     time.sleep(0.5)
     assert not box.run_dir.joinpath("squeez").exists() or not any(box.run_dir.joinpath("squeez").iterdir())
     assert json.loads(box.squeez("daemon", "status", "--json", data=b"").stdout) is None
+
+
+def test_a_bug_in_the_client_never_costs_the_call_its_pruning(monkeypatch, tmp_path):
+    from squeez_ray.cli import daemon_client, settings as settings_mod
+    from squeez_ray.cli.pruning import call_backend
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(wire, "socket_path", broken)
+    settings = settings_mod.resolve({"backend": "bm25", "daemon": True}, env={"HOME": str(tmp_path)})
+    result, failure, _, _ = call_backend(settings, QUERY, LOG.decode())
+    assert failure is None and result.pruned and result.kept_lines == 30
+    assert daemon_client.route == "in-process (client error: RuntimeError: boom)"
