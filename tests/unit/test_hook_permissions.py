@@ -66,6 +66,7 @@ def codex_payload(command, cwd="/nonexistent-project") -> dict:
 @pytest.fixture(autouse=True)
 def no_codex_rules(tmp_path, monkeypatch):
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    monkeypatch.setattr("squeez_ray.cli.hooks.codex._SYSTEM_HOME", tmp_path / "etc-codex")
 
 
 def test_there_are_at_least_30_hostile_commands():
@@ -222,3 +223,36 @@ def test_a_fifo_or_a_folder_as_settings_never_blocks_and_leaves_the_command_alon
     (project / ".claude" / "settings.json").unlink()
     (project / ".claude" / "settings.json").mkdir()
     assert not wrapped("pytest -q", project)
+
+
+def test_a_deny_rule_sees_a_command_name_behind_quotes_or_a_backslash(project):
+    """The shell reads g'i't, "git" and \\git as git: the rule must see what runs, not how it is spelled."""
+    write_rules(project / ".claude" / "settings.json", deny=["Bash(git push:*)", "Bash(rm:*)", "Read(~/.ssh/**)"])
+    for command in ("pytest -q; g'i't push", "pytest -q; \\git push", "pytest; r'm' -rf x", "pytest; \\rm -rf x",
+                    'pytest; "rm" -rf x', "cat ~/.s's'h/id_rsa"):
+        assert not wrapped(command, project), command
+    assert wrapped("pytest -q; g'i't log -5", project)
+
+
+def test_codex_approves_only_a_plain_word_as_the_program(tmp_path):
+    """Codex's parser takes a command name only as a plain word (bash.rs, command_name -> word): a quoted
+    'cat' is no known-safe command there, so Codex asks, and the hook must not answer allow for it."""
+    for command in ("'cat' a.py", '"cat" a.py', "c'a't a.py", "cat a.py && 'grep' x .", "cd x && \"nl\" a.py"):
+        assert not codex_auto_approved(command), command
+    assert codex_auto_approved("cat 'a b.py'") and codex_auto_approved("grep -rn 'def main' .")
+
+
+def test_codex_rules_of_a_parent_project_folder_and_the_system_are_read(tmp_path, monkeypatch):
+    """Codex loads .rules from /etc/codex/rules, $CODEX_HOME/rules and the .codex/rules of the project
+    folders from the root down to the cwd: a rule in any of them keeps its decision."""
+    project = tmp_path / "project"
+    (project / ".codex" / "rules").mkdir(parents=True)
+    (project / "pkg" / "sub").mkdir(parents=True)
+    (project / ".codex" / "rules" / "team.rules").write_text('prefix_rule(pattern=["grep"], decision="prompt")')
+    assert not codex_auto_approved("grep -rn x .", str(project / "pkg" / "sub"))
+    assert codex_auto_approved("cat a.py", str(project / "pkg" / "sub"))
+    system = tmp_path / "etc-codex"
+    (system / "rules").mkdir(parents=True)
+    (system / "rules" / "site.rules").write_text('prefix_rule(pattern=["cat"], decision="forbidden")')
+    monkeypatch.setattr("squeez_ray.cli.hooks.codex._SYSTEM_HOME", system)
+    assert not codex_auto_approved("cat a.py", str(tmp_path / "elsewhere"))

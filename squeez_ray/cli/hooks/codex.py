@@ -18,8 +18,10 @@ command only when EVERY part of it is a program Codex's own classifier auto-appr
 approval policy (``is_known_safe_command``, ``codex-rs/shell-command/src/command_safety/
 is_safe_command.rs``: ``cat``, ``grep``, ``rg`` without ``--pre``/``--hostname-bin``/``-z``, ``find``
 without ``-exec``/``-delete``/``-fprint``..., ``nl``, ``cd``), written as plain words (no ``$``,
-backticks, redirections, pipes, subshells, ``VAR=`` or runner prefixes, line breaks), and no Codex
-execpolicy rules file (``~/.codex/rules``, ``.codex/rules``) names any of its programs. Test runs,
+backticks, redirections, pipes, subshells, ``VAR=`` or runner prefixes, line breaks; the program
+name itself unquoted, as Codex's parser requires), and no Codex execpolicy rules file
+(``/etc/codex/rules``, ``$CODEX_HOME/rules``, ``.codex/rules`` in the cwd or any folder above it)
+names any of its programs. Test runs,
 builds, linters, installers and git are never rewritten for Codex: they keep Codex's approval.
 """
 
@@ -42,6 +44,8 @@ _UNSAFE_OPTIONS = {
 # '...' and "..." strings without ``$ ` \ !``, spaces and tabs, and the separators ``&&`` ``||`` ``;``.
 # Anything else (expansions, globs, redirections, pipes, subshells, comments, line breaks) is refused.
 _TOKEN = re.compile(r"""[ \t]+|(&&|\|\||;)|((?:[\w./:=,@%+^-]|'[^']*'|"[^"$`\\!]*")+)""")
+_PLAIN_WORD = re.compile(r"[\w./:=,@%+^-]+")
+_SYSTEM_HOME = Path("/etc/codex")  # Codex's system config layer: its rules/ folder is read too
 _RULES_BYTES = 1 << 20
 _RULES_FILES = 64
 
@@ -73,6 +77,8 @@ def _plain_segments(command: object) -> list[list[str]] | None:
         if match.group(1):
             segments.append([])
         elif match.group(2):
+            if not segments[-1] and not _PLAIN_WORD.fullmatch(match.group(2)):
+                return None  # Codex reads a program name only as a plain word: 'cat' or c'a't is no `cat` there
             segments[-1].append(shlex.split(match.group(2))[0])  # the word as bash passes it
     if any(not words for words in segments):
         return None  # empty, or an empty part: `a && && b`, a trailing `;`
@@ -87,9 +93,10 @@ def _unsafe_option(words: list[str]) -> bool:
 def _named_in_rules(programs: set[str], cwd: object) -> bool:
     """True when a Codex execpolicy rules file might name one of ``programs`` (or cannot be read)."""
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-    folders = [home / "rules", home / "policy"]
-    if isinstance(cwd, str) and cwd:
-        folders.append(Path(cwd) / ".codex" / "rules")
+    folders = [_SYSTEM_HOME / "rules", home / "rules", home / "policy"]
+    if isinstance(cwd, str) and cwd:  # the project's layers: every folder from the cwd up to the root
+        here = Path(cwd)
+        folders.extend(folder / ".codex" / "rules" for folder in (here, *here.parents))
     needles = [f'"{p}"' for p in programs] + [f"'{p}'" for p in programs]
     seen = 0
     for folder in folders:

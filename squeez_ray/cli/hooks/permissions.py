@@ -9,7 +9,8 @@ matching (a new prompt); an ``allow`` that names squeez, ``bash`` or ``-c`` woul
 
 So the hook rewrites a command only when no configured rule could tell the two apart: every
 ``Bash(...)`` rule in allow, ask or deny whose literal words (the specifier without its ``*``
-wildcards and legacy ``:*``) all occur among the words of the command or of the squeez invocation
+wildcards and legacy ``:*``) all occur among the words of the command (as written, and as the
+shell reads them: ``g'i't push`` and ``\\git push`` are ``git push``) or of the squeez invocation
 leaves the command alone; so does a Read/Edit/Write deny or ask rule whose file name occurs in the
 command (Claude Code may check shell reads against them). A bare ``Bash`` or ``Bash(*)`` matches the
 original and the rewrite alike and changes nothing. Settings read (the documented places,
@@ -24,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import stat
 from collections.abc import Iterable
 from pathlib import Path
@@ -47,15 +49,27 @@ def rules_could_see(command: str, invocation_words: Iterable[str], cwd: Any = No
         rules = list(configured_rules(cwd))
     except Unreadable:
         return True
-    text = command + "\n" + " ".join(invocation_words)
+    # The command as written and as the shell reads it: g'i't, "git" and \\git all run git.
+    spelled = command + "\n" + " ".join(_shell_words(command))
+    text = spelled + "\n" + " ".join(invocation_words)
     for kind, rule in rules:
         tool, _, spec = rule.partition("(")
         spec = spec[:-1] if spec.endswith(")") else spec
         if tool == "Bash" and spec.strip() and _bash_rule_could_match(spec, text):
             return True
-        if tool in _FILE_TOOLS and kind in ("deny", "ask") and _file_rule_could_match(spec, command):
+        if tool in _FILE_TOOLS and kind in ("deny", "ask") and _file_rule_could_match(spec, spelled):
             return True
     return False
+
+
+def _shell_words(command: str) -> list[str]:
+    """The command's words with quotes and backslashes removed, as bash passes them (none if unreadable)."""
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        return list(lexer)
+    except ValueError:
+        return []
 
 
 def _bash_rule_could_match(spec: str, text: str) -> bool:
