@@ -66,8 +66,11 @@ def parse_line_range(text: str) -> tuple[int, int]:
     match = _RANGE.match(text or "")
     if not match:
         raise LinesError(f"--lines {text!r}: expected A-B (1-based, inclusive), e.g. --lines 120-531")
-    start = int(match.group(1))
-    end = int(match.group(2) or start)
+    try:
+        start = int(match.group(1))
+        end = int(match.group(2) or start)
+    except ValueError:  # over Python's 4,300-digit conversion limit: no output has that many lines
+        raise LinesError(f"--lines: a line number of {max(map(len, match.groups('')))} digits is out of range") from None
     if start < 1 or end < start:
         raise LinesError(f"--lines {text}: need 1 <= A <= B")
     return start, end

@@ -161,11 +161,17 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
     path = Path(explicit).expanduser() if explicit else default_config_path(env)
     if explicit or path.is_file():
         try:
+            _check_config_file(path)
             settings = load_config(Settings, path)  # errors name the file and the key
         except (OSError, UnicodeDecodeError) as error:  # a folder, no permission, not text
             raise ConfigError([f"cannot read config file {path}: {error}"], str(path)) from None
         except RecursionError:  # the YAML parser recurses per nesting level
             raise ConfigError([f"config file {path} is nested too deeply to read (it must be a flat mapping)"],
+                              str(path)) from None
+        except ConfigError:
+            raise
+        except ValueError:  # an integer over Python's 4,300-digit conversion limit
+            raise ConfigError([f"config file {path} holds a number too long to read (over 4,300 digits)"],
                               str(path)) from None
     else:
         settings = Settings()
@@ -241,7 +247,12 @@ def _env_values(env: typing.Mapping[str, str], problems: list[str]) -> dict[str,
             values[name] = raw.strip() == "1"
             continue
         try:
-            checked = load_config(Settings, None, {name: _parse_scalar(raw)})
+            parsed = _parse_scalar(raw)
+        except ValueError:  # an integer over Python's 4,300-digit conversion limit (ConfigError is not raised)
+            problems.append(f"{var}: a value of {len(raw)} characters is out of range")
+            continue
+        try:
+            checked = load_config(Settings, None, {name: parsed})
         except ConfigError as error:
             problems.extend(f"{var}={raw!r}: {p.split(': ', 1)[-1]}" for p in error.problems)
             continue
@@ -258,9 +269,60 @@ def _parse_scalar(raw: str) -> Any:
     import yaml
 
     try:
+        if yaml_expands_past(raw, MAX_CONFIG_VALUES):
+            return raw  # an alias bomb stays a string (and a type error naming it)
         return yaml.safe_load(raw)
-    except yaml.YAMLError:
+    except (yaml.YAMLError, RecursionError):
         return raw
+
+
+# A config file is a flat mapping of a few dozen keys: this many values, aliases expanded, is far
+# beyond any real one, and far below what an alias bomb (a few hundred bytes of `&a [*a, *a, ...]`
+# that expand to billions) costs once anything walks or prints it. Larger files are not read.
+MAX_CONFIG_VALUES = 100_000
+MAX_CONFIG_BYTES = 4 << 20
+
+
+def _check_config_file(path: Path) -> None:
+    """Refuse, in one line, a config file too large or whose YAML aliases expand it too far."""
+    with open(path, "rb") as handle:
+        head = handle.read(MAX_CONFIG_BYTES + 1)
+    if len(head) > MAX_CONFIG_BYTES:
+        raise ConfigError([f"config file {path} is over {MAX_CONFIG_BYTES >> 20} MiB: not a squeez config"], str(path))
+    if yaml_expands_past(head.decode("utf-8"), MAX_CONFIG_VALUES):
+        raise ConfigError([f"config file {path} expands to over {MAX_CONFIG_VALUES:,} values through YAML aliases "
+                           f"(an alias bomb?): not read"], str(path))
+
+
+def yaml_expands_past(text: str, limit: int) -> bool:
+    """Whether ``text`` holds over ``limit`` YAML values once its aliases are expanded, counted without
+    expanding anything (each node's expanded size is computed once); a cycle counts as too many.
+    Invalid YAML is False (its loader reports it); deep nesting raises RecursionError."""
+    import yaml
+
+    if "*" not in text:  # no alias: nothing can expand
+        return False
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError:
+        return False
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        sizes[id(node)] = limit + 1  # while it is being counted: a node that contains itself is too many
+        if isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(key) + size(value) for key, value in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = min(total, limit + 1)
+        return sizes[id(node)]
+
+    return root is not None and size(root) > limit
 
 
 def backend_options(settings: Any) -> BackendOptions:

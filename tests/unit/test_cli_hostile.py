@@ -137,3 +137,58 @@ def test_a_signal_while_streaming_keeps_every_byte_read_and_ends_the_json(env, a
         assert "interrupted by SIGTERM" in payload["reason"] and payload["total_lines"] == data.count(b"\n") + 1
     else:
         assert bytes(out) == data
+
+
+# -- item 10: a YAML alias bomb in the config ----------------------------------------------------------
+
+def _alias_bomb(levels: int = 9) -> str:
+    """~600 bytes of YAML that expand to 10**levels values once anything walks or prints them."""
+    lines = ['a0: &a0 ["xxxxxxxxxx", "x", "x", "x", "x", "x", "x", "x", "x", "x"]']
+    for level in range(1, levels):
+        lines.append(f"a{level}: &a{level} [" + ", ".join([f"*a{level - 1}"] * 10) + "]")
+    return "\n".join(lines) + "\n"
+
+
+def test_an_alias_bomb_config_is_refused_in_one_line_and_the_output_passes_through(env, tmp_path):
+    config = tmp_path / "bomb.yaml"
+    config.write_text(_alias_bomb())
+    limit_memory = lambda: __import__("resource").setrlimit(  # noqa: E731 - a bomb that expands fails here
+        __import__("resource").RLIMIT_AS, (3 << 30, 3 << 30))
+    out = squeez(["--config", str(config), "--backend", "bm25", "tests"], env, PASSED_300, preexec_fn=limit_memory)
+    assert out.returncode == 2 and out.stdout == PASSED_300, out.stderr[-2000:]
+    assert b"expands to over 100,000 values through YAML aliases" in out.stderr and b"Traceback" not in out.stderr
+    ran = squeez(["run", "--config", str(config), "q", "--", "bash", "-c", "seq 300; exit 3"], env,
+                 preexec_fn=limit_memory)
+    assert ran.returncode == 3 and ran.stdout == SEQ_300 and b"alias" in ran.stderr, ran.stderr[-2000:]
+
+
+def test_an_alias_bomb_in_a_squeez_variable_stays_a_string():
+    bomb = "{" + ", ".join(_alias_bomb(7).splitlines()) + "}"  # the same bomb as one flow mapping
+    assert settings_mod.yaml_expands_past(bomb, 100_000)
+    assert settings_mod.yaml_expands_past(_alias_bomb(7), 100_000)
+    assert not settings_mod.yaml_expands_past("a: &x [1, 2]\nb: *x\n", 100_000)
+    assert not settings_mod.yaml_expands_past("backend: bm25\nmin_lines: 20\n", 100_000)
+    assert settings_mod.yaml_expands_past("&a [*a]", 100_000)  # a node that contains itself
+    with pytest.raises(settings_mod.ConfigError, match="SQUEEZ_KEEP_RATIO"):
+        settings_mod.resolve(env={"SQUEEZ_KEEP_RATIO": bomb, "HOME": "/nonexistent"})
+
+
+# -- numbers over Python's 4,300-digit limit: one line, never a traceback --------------------------------
+
+def test_integers_over_4300_digits_are_one_line_errors(env, tmp_path):
+    huge = "9" * 5000
+    piped = squeez(["--backend", "bm25", "tests"], {**env, "SQUEEZ_MIN_LINES": huge}, PASSED_300)
+    assert piped.returncode == 2 and piped.stdout == PASSED_300
+    assert b"SQUEEZ_MIN_LINES: a value of 5000 characters is out of range" in piped.stderr
+    ran = squeez(["run", "--backend", "bm25", "q", "--", "bash", "-c", "seq 300; exit 3"],
+                 {**env, "SQUEEZ_MIN_LINES": huge})
+    assert ran.returncode == 3 and ran.stdout == SEQ_300 and b"out of range" in ran.stderr, ran.stderr[-2000:]
+    config = tmp_path / "config.yaml"
+    config.write_text(f"min_lines: {huge}\n")
+    from_file = squeez(["--config", str(config), "--backend", "bm25", "tests"], env, PASSED_300)
+    assert from_file.returncode == 2 and b"a number too long to read" in from_file.stderr
+    ident = squeez(["--backend", "bm25", "tests"], env, PASSED_300).stdout.rsplit(b"squeez show ", 1)[1][:12]
+    shown = squeez(["show", ident.decode(), "--lines", f"1-{huge}"], env)
+    assert shown.returncode == 2 and shown.stderr == b"squeez: --lines: a line number of 5000 digits is out of range\n"
+    for out in (piped, ran, from_file, shown):
+        assert b"Traceback" not in out.stderr
