@@ -311,3 +311,12 @@ def test_a_bug_in_the_client_never_costs_the_call_its_pruning(monkeypatch, tmp_p
     result, failure, _, _ = call_backend(settings, QUERY, LOG.decode())
     assert failure is None and result.pruned and result.kept_lines == 30
     assert daemon_client.route == "in-process (client error: RuntimeError: boom)"
+
+
+def test_it_exits_after_its_idle_time_and_takes_its_socket_along(box):
+    started = box.squeez("daemon", "start", data=b"", SQUEEZ_BACKEND="bm25", SQUEEZ_DAEMON_IDLE_S="1")
+    assert started.returncode == 0, started.stderr.decode()
+    pid = box.status()["pid"]
+    box.wait_for(lambda: not _alive(pid), "the idle process to exit", limit=30)
+    assert not box.socket.exists()
+    assert box.squeez("daemon", "status", data=b"").returncode == 3
