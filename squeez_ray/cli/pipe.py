@@ -30,7 +30,10 @@ def reserved_stdout() -> Iterator[tuple[IO[bytes], bool]]:
     this, log lines would land in the agent's pruned output. Yields the answer stream and whether
     it is ours to close early.
     """
-    sys.stdout.flush()
+    if _stdout_closed():  # `cmd | squeez q >&-`: the answer has nowhere to go; the work (a command) still runs
+        note("stdout is closed: the answer is discarded")
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        sys.stdout.flush()
     try:
         saved = os.dup(1)
         os.dup2(2, 1)
@@ -49,6 +52,22 @@ def reserved_stdout() -> Iterator[tuple[IO[bytes], bool]]:
                 answer.flush()
             os.dup2(saved, 1)
             release(answer)
+
+
+def _stdout_closed() -> bool:
+    """Whether fd 1 was closed; if so, /dev/null takes its place, so that no file squeez opens (a pipe,
+    the store) lands on fd 1 and receives the answer, and the answer's writes fail no one."""
+    try:
+        os.fstat(1)
+        return False
+    except OSError:
+        pass
+    fd = os.open(os.devnull, os.O_WRONLY)
+    if fd != 1:
+        os.dup2(fd, 1)
+        os.close(fd)
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - Python's own stdout was None
+    return True
 
 
 def release(answer: IO[bytes]) -> None:

@@ -192,3 +192,25 @@ def test_integers_over_4300_digits_are_one_line_errors(env, tmp_path):
     assert shown.returncode == 2 and shown.stderr == b"squeez: --lines: a line number of 5000 digits is out of range\n"
     for out in (piped, ran, from_file, shown):
         assert b"Traceback" not in out.stderr
+
+
+# -- "Tracebacks instead of one line": stdout closed or full --------------------------------------------
+
+def test_a_closed_stdout_is_one_line_and_run_still_runs_the_command(env, tmp_path):
+    closed = {"stdout": None, "pass_fds": (), "preexec_fn": lambda: os.close(1)}  # `squeez ... >&-`
+    piped = subprocess.run([str(SQUEEZ), "--backend", "bm25", "tests"], input=PASSED_300, stderr=subprocess.PIPE,
+                           env=env, timeout=120, **closed)
+    assert piped.returncode == 0 and piped.stderr == b"squeez: stdout is closed: the answer is discarded\n"
+    marker = tmp_path / "ran"
+    ran = subprocess.run([str(SQUEEZ), "run", "--backend", "bm25", "q", "--", "bash", "-c",
+                          f"touch {marker}; seq 300; exit 4"], stderr=subprocess.PIPE, env=env, timeout=120,
+                         stdin=subprocess.DEVNULL, **closed)
+    assert ran.returncode == 4 and marker.exists(), ran.stderr
+    assert ran.stderr == b"squeez: stdout is closed: the answer is discarded\n"
+
+
+def test_run_into_a_full_disk_keeps_the_commands_exit_code(env):
+    with open("/dev/full", "wb") as full:
+        out = subprocess.run([str(SQUEEZ), "run", "--backend", "bm25", "q", "--", "bash", "-c", "seq 300; exit 3"],
+                             stdout=full, stderr=subprocess.PIPE, env=env, timeout=120, stdin=subprocess.DEVNULL)
+    assert out.returncode == 3 and out.stderr == b"squeez: cannot write the output: No space left on device\n"
