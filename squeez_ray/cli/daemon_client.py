@@ -9,7 +9,8 @@ own process (``START_WAIT_S``: waiting for it measured no faster, see docs/CLI.m
 
 When the call prunes in its own process instead (``route`` says why):
 
-- off: ``daemon: false`` / ``SQUEEZ_DAEMON=0``, or a backend it does not serve;
+- off: ``daemon: false`` / ``SQUEEZ_DAEMON=0``, a backend it does not serve, or a pytest run that did
+  not set ``SQUEEZ_DAEMON``;
 - absent: no socket (the process is started, at most once per ``_SPAWN_EVERY_S``);
 - refused: the folder or socket is not this user's alone, or the peer runs as another user;
 - busy: it is pruning another output (it says so at once);
@@ -48,6 +49,10 @@ def served_backend(backend: str | None) -> bool:
 
 def enabled(settings: Any) -> bool:
     if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):  # no Unix sockets / uids (Windows)
+        return False
+    # Inside a pytest run, only where a test asks for it: the suite's many `squeez` subprocesses (often with
+    # SQUEEZ_* and XDG_* scrubbed from their environment) must not leave warm processes behind.
+    if "PYTEST_CURRENT_TEST" in os.environ and "SQUEEZ_DAEMON" not in os.environ:
         return False
     return str(getattr(settings, "daemon", True)).strip().lower() not in _OFF and served_backend(settings.backend)
 

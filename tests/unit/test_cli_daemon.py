@@ -320,3 +320,12 @@ def test_it_exits_after_its_idle_time_and_takes_its_socket_along(box):
     box.wait_for(lambda: not _alive(pid), "the idle process to exit", limit=30)
     assert not box.socket.exists()
     assert box.squeez("daemon", "status", data=b"").returncode == 3
+
+
+def test_inside_a_test_run_only_an_explicit_squeez_daemon_turns_it_on(box):
+    env = {k: v for k, v in box.env.items() if k != "SQUEEZ_DAEMON"}
+    env["PYTEST_CURRENT_TEST"] = "some_test.py::test_x (call)"
+    out = subprocess.run([sys.executable, "-m", "squeez_ray.cli", "--stats", *BM25, QUERY], input=LOG,
+                         capture_output=True, env=env, timeout=300)
+    assert out.returncode == 0 and route_of(out.stderr) == "in-process"
+    assert not box.socket.exists()
