@@ -109,7 +109,11 @@ def device(args: argparse.Namespace) -> None:
     base = Path(args.base) if args.base else _convert(small, work)
     report = {"convert_s": round(time.perf_counter() - started, 1), "device": torch.cuda.get_device_name()
               if torch.cuda.is_available() else "cpu"}
-    overrides = [f"model.base={base}", f"data.prompt_format={RANGES}", "train.use_cpu=false",
+    # Both switches: the loop trains on the CPU unless scaling.use_gpu is set too (the first device run
+    # left it false and trained 75 steps on the device's CPUs before its time ran out).
+    gpu = "true" if torch.cuda.is_available() else "false"
+    overrides = [f"model.base={base}", f"data.prompt_format={RANGES}", f"train.use_cpu={'false' if gpu == 'true' else 'true'}",
+                 f"scaling.use_gpu={gpu}",
                  f"run.storage_path={work / 'runs'}", *args.set]
     config = load_config(TrainConfig, REPO / args.config, overrides)
     started = time.perf_counter()
@@ -140,7 +144,8 @@ def device(args: argparse.Namespace) -> None:
             if torch.cuda.is_available():
                 torch.cuda.synchronize()
             rows.append({"instance_id": case["instance_id"], "seconds": time.perf_counter() - t0,
-                         "jobs": [{"prompt_sha": sha(job.prompt), "text": g.text, "input_tokens": g.input_tokens,
+                         "jobs": [{"prompt_sha": sha(job.prompt), "first_line": job.first_line, "n_lines": len(job.lines),
+                                   "max_new_tokens": job.max_new_tokens, "text": g.text, "input_tokens": g.input_tokens,
                                    "output_tokens": g.output_tokens} for job, g in zip(prepared.jobs, generations)]})
             report["systems"][name] = {"prompt_format": pruner.prompt_format, "rows": rows}
             (out / "generations.json").write_text(json.dumps(report, indent=1))
@@ -152,8 +157,10 @@ def device(args: argparse.Namespace) -> None:
 
 def score(args: argparse.Namespace) -> None:
     from squeez_ray.base_models import materialize
-    from squeez_ray.evaluate.local import run_evaluation, summarize_systems
-    from squeez_ray.infer.generative import Generation, GenerativePruner, PromptOnlyEngine
+    from squeez_ray.evaluate.local import score_row, summarize_systems
+    from squeez_ray.infer.base import PruneRequest
+    from squeez_ray.infer.generative import ChunkJob, Generation, GenerativePruner, PreparedBatch, PromptOnlyEngine
+    from squeez_ray.spans import split_lines
     from squeez_ray.infer.registry import BackendOptions
     from squeez_ray.prompt_ranges import default_system_prompt
     from squeez_ray.schema.files import read_examples
@@ -177,14 +184,18 @@ def score(args: argparse.Namespace) -> None:
         (model_dir / "manifest.json").write_text(json.dumps({
             "prompt_format": system["prompt_format"], "system_prompt": default_system_prompt(system["prompt_format"])}))
 
-        class Replay(PromptOnlyEngine):
-            def generate(self, jobs):
-                return [replies[sha(job.prompt)] for job in jobs]  # KeyError: not the prompt the device sent
-
-        pruner = GenerativePruner(Replay(model_dir, CONTEXT), BackendOptions(max_context_tokens=CONTEXT,
-                                                                             max_new_tokens=ANSWER), model_dir=model_dir)
+        pruner = GenerativePruner(PromptOnlyEngine(model_dir, CONTEXT), BackendOptions(
+            max_context_tokens=CONTEXT, max_new_tokens=ANSWER), model_dir=model_dir)
         chosen = [examples[row["instance_id"]] for row in system["rows"]]
-        rows = run_evaluation(chosen, {name: pruner}, batch_size=8)
+        results = []
+        for example, row in zip(chosen, system["rows"]):
+            # The device's own chunks (its tokenizer build may chunk a little differently from this one's).
+            lines = split_lines(example["tool_output"])
+            jobs = [ChunkJob(0, j["first_line"], tuple(lines[j["first_line"] - 1:j["first_line"] - 1 + j["n_lines"]]),
+                             "", j["max_new_tokens"]) for j in row["jobs"]]
+            prepared = PreparedBatch([PruneRequest(example["query"], example["tool_output"])], jobs)
+            results.append(pruner.assemble(prepared, [replies[j["prompt_sha"]] for j in row["jobs"]])[0])
+        rows = [score_row(e, r, system=name, example_index=i) for i, (e, r) in enumerate(zip(chosen, results))]
         m = summarize_systems(rows)[name]["overall"]
         tokens = sum(r["output_tokens"] for r in rows) / len(rows)
         seconds = sum(r["seconds"] for r in system["rows"]) / len(system["rows"])
