@@ -302,3 +302,14 @@ def test_a_settings_file_nested_too_deeply_gets_one_line(env, tmp_path, verb):  
                          capture_output=True, env=env, timeout=60)
     assert out.returncode == 2 and b"Traceback" not in out.stderr and len(out.stderr.splitlines()) == 1, out.stderr
     assert b"nested too deeply" in out.stderr and settings.read_text() == deep
+
+
+def test_a_command_whose_rewrite_would_not_fit_in_one_argument_is_left_alone(tmp_path):
+    """Linux caps one argument at 128 KiB (MAX_ARG_STRLEN): a 60 KB grep full of quotes runs as given,
+    but its rewrite (each ' becomes '"'"') is ~180 KB and `bash -c` would not even start: no output at all."""
+    command = "grep -n " + " ".join(["-e 'x'"] * 12_000) + " a.txt"
+    (tmp_path / "a.txt").write_text("x\n")
+    assert subprocess.run(["bash", "-c", command], capture_output=True, cwd=tmp_path).returncode == 0
+    for host in ("claude-code", "codex"):
+        assert rewrite({**payload(command), "cwd": str(tmp_path)}, host, settings_mod.Settings()) is None, host
+    assert rewrite(payload("grep -n " + " ".join(["x"] * 2_000) + " a.txt"), "claude-code", settings_mod.Settings())

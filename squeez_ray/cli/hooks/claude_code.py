@@ -39,6 +39,9 @@ from squeez_ray.cli.hooks.transcript import last_user_prompt
 _PROMPT_CHARS = 300
 _QUERY_CHARS = 600
 _RUN_WORDS = ("squeez", "run", "--", "bash", "-c")
+# Linux caps ONE argument at 128 KiB (MAX_ARG_STRLEN) and the host passes the whole command as one
+# (`bash -c CMD`): a rewrite past this (quoting turns each ' into 5 bytes) would not start at all.
+_REWRITE_BYTES = 64 << 10
 
 
 def hook_main(host: str, stdin: Any = None, stdout: Any = None) -> int:
@@ -86,6 +89,8 @@ def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | N
         return None
     query = build_query(tool_input.get("description"), rest, payload.get("transcript_path"))
     wrapped = f"{prefix}{invocation} run {shlex.quote(query)} -- bash -c {shlex.quote(rest)}"
+    if len(wrapped.encode("utf-8", "surrogatepass")) > _REWRITE_BYTES:
+        return None  # too long to pass on as one argument: the original runs as it would have
     output: dict[str, Any] = {"hookEventName": "PreToolUse"}
     if host == "codex":
         output["permissionDecision"] = "allow"
