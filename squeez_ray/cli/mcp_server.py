@@ -16,13 +16,16 @@ does not resolve is reported on every call that needs it instead of stopping the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import re
 from typing import Any
 
 from squeez_ray.cli.pipe import EXIT_OK, EXIT_USAGE, note
 
 log = logging.getLogger("squeez.mcp")
+_LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")
 
 INSTRUCTIONS = (
     "squeez keeps only the lines of a tool output that answer a query, verbatim. Use `run` instead of a "
@@ -52,7 +55,17 @@ class _Tools:
 
         if not query.strip():
             raise ToolError("query is empty: say what you need from this output")
+        limit = self._max_input_bytes()
+        if len(text) > limit // 4 and len(text.encode("utf-8", errors="surrogatepass")) > limit:
+            raise ToolError(f"text is over max_input_mb={limit / (1 << 20):g}: not pruned (it would take gigabytes "
+                            f"and minutes); send a part of it")
         return _answer(prune_output(query, text, self.settings))
+
+    def _max_input_bytes(self) -> int:
+        from squeez_ray.cli import settings as settings_mod
+
+        mb = self.settings.max_input_mb if self.settings is not None else settings_mod.CommandSettings.max_input_mb
+        return int(mb * (1 << 20))
 
     def run(self, query: str, command: str, cwd: str | None = None) -> str:
         from mcp.server.mcpserver.exceptions import ToolError
@@ -123,6 +136,10 @@ def _guarded(name: str, fn: Any, *args: Any) -> str:
     (the SDK would otherwise hide it behind 'Error executing tool'), logged with its traceback."""
     from mcp.server.mcpserver.exceptions import ToolError
 
+    for value in args:  # a lone surrogate ("\ud800" in the request's JSON), as _filter_stdin marked it
+        if isinstance(value, str) and (_SENTINEL in value or _LONE_SURROGATE.search(value)):
+            raise ToolError(f"squeez {name}: an argument holds a lone UTF-16 surrogate escape (\\ud800-\\udfff "
+                            f"without its pair), which is not text: send valid Unicode")
     try:
         return fn(*args)
     except ToolError:
@@ -130,6 +147,59 @@ def _guarded(name: str, fn: Any, *args: Any) -> str:
     except Exception as error:
         log.exception("squeez mcp: tool %s failed", name)
         raise ToolError(f"squeez {name} failed: {type(error).__name__}: {_one_line(str(error))}") from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_SENTINEL = "\U0010fffe"  # a noncharacter: what a lone surrogate becomes on the way to the SDK
+
+
+def _filter_stdin() -> None:
+    """Put a filter between the client and the SDK on fd 0: a request whose JSON holds a lone surrogate
+    escape ("\\ud800") is rejected by the SDK's parser without any reply, so the client waits forever.
+    The filter turns each lone surrogate into ``_SENTINEL`` (valid UTF-8), which ``_guarded`` refuses
+    with a tool error. Other lines pass byte for byte."""
+    import sys
+    import threading
+
+    try:
+        source = os.fdopen(os.dup(0), "rb")
+    except OSError:  # no stdin: nothing to filter
+        return
+    read_end, write_end = os.pipe()
+    os.dup2(read_end, 0)
+    os.close(read_end)
+    sys.stdin = open(0, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115 - the SDK's stdin
+
+    def pump() -> None:
+        with source, open(write_end, "wb") as sink:
+            for line in source:
+                with contextlib.suppress(BrokenPipeError):
+                    sink.write(_without_lone_surrogates(line))
+                    sink.flush()
+
+    threading.Thread(target=pump, name="squeez-mcp-stdin", daemon=True).start()
+
+
+def _without_lone_surrogates(line: bytes) -> bytes:
+    if not _SURROGATE_ESCAPE.search(line):
+        return line
+    import json
+
+    try:
+        message = json.loads(line)
+    except ValueError:
+        return line  # not JSON: the SDK answers that itself
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, str):
+            return _LONE_SURROGATE.sub(_SENTINEL, value)
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, dict):
+            return {clean(k): clean(v) for k, v in value.items()}
+        return value
+
+    return json.dumps(clean(message), ensure_ascii=False).encode("utf-8") + b"\n"
 
 
 def _answer(result: Any) -> str:
@@ -160,6 +230,7 @@ def main(argv: list[str]) -> int:
         note("`squeez mcp` needs the MCP SDK: pip install 'squeez-ray[mcp]'")
         return EXIT_USAGE
     try:
+        _filter_stdin()
         build_server(args.config).run("stdio")
     except KeyboardInterrupt:
         pass

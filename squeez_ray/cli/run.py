@@ -55,6 +55,10 @@ class RunError(Exception):
         self.exit_code = exit_code
 
 
+class OutputTooLarge(RunError):
+    """``run_command``: the output was over ``max_input_mb`` (read and dropped in bounded memory)."""
+
+
 @dataclass
 class RunResult:
     data: bytes  # what the agent sees, byte-exact (lines that were not UTF-8 come back unchanged)
@@ -133,10 +137,22 @@ def run_command(query: str, command: list[str] | str, cwd: str | None = None, se
 
     Raises RunError when the command cannot be started; anything else ends in a RunResult.
     """
+    limit = int((settings.max_input_mb if settings is not None else settings_mod.CommandSettings.max_input_mb)
+                * (1 << 20))
     proc = start(command, cwd, stdin)
-    data = proc.stdout.read()
+    data = proc.stdout.read(limit + 1)
+    over = len(data) > limit
+    if over:  # drain the rest unread (memory stays flat) so the command can finish
+        data, size = b"", len(data)
+        while piece := proc.stdout.read(1 << 20):
+            size += len(piece)
     proc.stdout.close()
-    return prune_output(query, data, settings, exit_code=exit_status(proc.wait()))
+    code = exit_status(proc.wait())
+    if over:
+        raise OutputTooLarge(f"the command's output is {size} bytes, over max_input_mb="
+                             f"{limit / (1 << 20):g}: not returned (exit code {code}); narrow the command "
+                             f"or write its output to a file and read parts of it", code)
+    return prune_output(query, data, settings, exit_code=code)
 
 
 # -- the command line -------------------------------------------------------------------------------

@@ -159,3 +159,64 @@ def test_a_broken_config_fails_open_with_a_note(tmp_path):
     assert not result.is_error
     assert out.startswith(text)  # the whole output, unpruned
     assert "[squeez: not pruned: config error" in out and "min_lines" in out
+
+
+def test_a_lone_surrogate_gets_a_tool_error_and_the_server_keeps_serving(tmp_path):
+    """`"\\ud800"` is valid JSON but no text: the SDK's parser dropped the request without a reply (issue 34
+    item 9). Raw JSON-RPC over a real server process, since the SDK's client cannot send it either."""
+    import json
+    import select
+    import subprocess
+
+    params = server_params(tmp_path, SQUEEZ_BACKEND="bm25")
+    proc = subprocess.Popen([params.command, *params.args], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=params.env, cwd=params.cwd)
+
+    def send(message: dict) -> None:
+        proc.stdin.write(json.dumps(message).encode() + b"\n")  # ensure_ascii: the surrogate as "\ud800"
+        proc.stdin.flush()
+
+    def reply() -> dict:
+        ready, _, _ = select.select([proc.stdout], [], [], 60)  # a bound on waiting: no reply fails here
+        assert ready, "no reply within 60 s"
+        return json.loads(proc.stdout.readline())
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        assert reply()["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        for n, arguments in enumerate(({"query": "q\ud800", "text": "x\n" * 30},
+                                       {"query": "q", "text": "a\udfffb\n" * 30}), start=2):
+            send({"jsonrpc": "2.0", "id": n, "method": "tools/call", "params": {"name": "prune", "arguments": arguments}})
+            answer = reply()
+            assert answer["id"] == n and answer["result"]["isError"], answer
+            assert "lone UTF-16 surrogate" in answer["result"]["content"][0]["text"]
+        paired = "tests/t\ud83d\ude00.py PASSED\n" * 30  # a proper pair (an emoji) is text, and is pruned
+        send({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "prune", "arguments": {
+            "query": "tests", "text": paired}}})
+        answer = reply()
+        assert not answer["result"]["isError"] and "\U0001f600" in answer["result"]["content"][0]["text"]
+    finally:
+        proc.stdin.close()
+        try:
+            proc.wait(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+
+
+def test_prune_and_run_over_max_input_mb_are_refused_in_bounded_memory(tmp_path):
+    text = "tests/t.py PASSED\n" * 20_000  # ~360 KB, over a 0.25 MB cap
+
+    async def calls(session):
+        return [await session.call_tool("prune", {"query": "q", "text": text}),
+                await session.call_tool("run", {"query": "q", "command": "yes tests/t.py PASSED | head -c 3000000; "
+                                                "exit 5"}),
+                await session.call_tool("run", {"query": "q", "command": "echo still here"})]
+
+    pruned, ran, alive = drive(server_params(tmp_path, SQUEEZ_BACKEND="bm25", SQUEEZ_MAX_INPUT_MB="0.25"), calls)
+    assert pruned.is_error and "over max_input_mb=0.25: not pruned" in text_of(pruned)
+    assert ran.is_error and "the command's output is 3000000 bytes, over max_input_mb=0.25: not returned" in text_of(ran)
+    assert "exit code 5" in text_of(ran)
+    assert not alive.is_error and text_of(alive) == "still here\n[exit code 0]"
