@@ -91,7 +91,7 @@ class WarmProcess:
 
     def _listen(self) -> socket.socket:
         listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        staging = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+        staging = self.path.with_name(f".s{os.getpid()}")  # no longer than the socket's own name (path limit)
         with contextlib.suppress(FileNotFoundError):
             staging.unlink()
         old_umask = os.umask(0o177)  # the socket file is born 0600
