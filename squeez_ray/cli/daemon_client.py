@@ -101,6 +101,12 @@ def _ask(settings: Any, query: str, text: str) -> Any:
     except PermissionError as error:
         route = f"in-process (refused: {error})"
         return None
+    except TimeoutError:  # its listen queue is full and it does not accept: stopped, or swamped
+        route = "in-process (stalled)"
+        return None
+    except OSError as error:
+        route = f"in-process (cannot connect: {error.strerror or error})"
+        return None
     if sock is None:
         route = "in-process (absent: started the warm process)"
         return None
