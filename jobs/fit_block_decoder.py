@@ -31,6 +31,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="shortlist token budgets to compare (comma-separated)")
     parser.add_argument("--max-recall-loss", type=float, default=0.01,
                         help="dev recall the shortlist may lose against scoring every line")
+    parser.add_argument("--decoder", choices=("auto", "blocks", "lines"), default="auto",
+                        help="auto: blocks only if they win on dev (block_decoder_job.blocks_win)")
     parser.add_argument("--report", default="runs/blocks/dev_report.json")
     parser.add_argument("--write", action="store_true", help="store the fit in the model's squeez_encoder.json")
     args = parser.parse_args(argv)

@@ -7,7 +7,8 @@ evidence blocks (``evidence_blocks.block_spans``):
 2. a block is kept when its score reaches the threshold **and** lies within ``max_gap`` logits of the
    output's best block: of twelve look-alike failures the query names one, and the eleven that merely
    resemble it score well below it, so they are dropped instead of each leaving a stray line;
-3. at most ``max_blocks`` blocks are kept, best first;
+3. at most ``max_blocks`` blocks are kept, best first, and none when the best block scores below
+   ``min_best`` (the output does not hold the answer);
 4. a kept block is trimmed to the contiguous run from its first to its last line scoring at least
    ``line_ratio`` times the block's score: the signature down to the asked-about body line, the ``E``
    lines down to the ``file:line`` location, without the rest of the page around them.
@@ -37,6 +38,9 @@ class BlockDecoder:
     line_ratio: float = 0.5  # inside a kept block: lines scoring >= line_ratio x the block's score bound its run
     max_gap: float = 3.0  # logits below the best block beyond which a block is a look-alike, not evidence
     max_blocks: int = 6  # blocks kept at most, best first
+    # the output answers nothing unless its best block reaches this (a negative's best look-alike usually
+    # scores below a real answer); 0: the threshold alone decides
+    min_best: float = 0.0
 
     def __post_init__(self):
         if not 0.0 < self.line_ratio <= 1.0:
@@ -45,13 +49,15 @@ class BlockDecoder:
             raise ValueError(f"block_decoder.max_gap must be > 0, not {self.max_gap}")
         if self.max_blocks < 1:
             raise ValueError(f"block_decoder.max_blocks must be >= 1, not {self.max_blocks}")
+        if not 0.0 <= self.min_best < 1.0:
+            raise ValueError(f"block_decoder.min_best must be in [0, 1), not {self.min_best}")
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BlockDecoder:
-        known = {"line_ratio", "max_gap", "max_blocks"}
+        known = {"line_ratio", "max_gap", "max_blocks", "min_best"}
         unknown = sorted(set(data) - known - RECORD_ONLY)
         if unknown:
             raise ValueError(f"block_decoder has unknown keys {unknown}; known: {sorted(known)}")
@@ -71,7 +77,7 @@ def decide_blocks(scores: np.ndarray, spans: Sequence[tuple[int, int]], threshol
     scores = np.asarray(scores, dtype=np.float64)
     block_best = np.array([scores[s:e].max() if e > s else 0.0 for s, e in spans])
     top = float(block_best.max())
-    if top < threshold:
+    if top < max(threshold, decoder.min_best):
         return []
     floor = _logit(top) - decoder.max_gap
     order = [k for k in np.argsort(-block_best, kind="stable")

@@ -39,14 +39,15 @@ class ScoringPruner(Pruner):
     max_kept_lines: int | None = None
     fusion = None  # the model's learned lexical/block stage (infer/encoder_fusion.py), if it ships one
     block_decoder = None  # BlockDecoder when the model decides evidence blocks (see the module docstring)
-    shortlist_tokens: int | None = None  # line tokens the encoder reads per output (None: every line)
+    shortlist_tokens: int | None = None  # line tokens the encoder reads per output (None: every line), either decoder
     tokens_per_batch = 8192
     tokenizer = None
     _forward = None  # the runtime's forward pass (encoder_scoring.Forward)
 
     def choose_decoder(self, engine_kwargs: dict | None = None) -> None:
         """The decoder in force: the model's ``block_decoder`` unless ``engine_kwargs`` say ``decoder: lines``;
-        ``shortlist_tokens`` (0: score every line) overrides the model's budget."""
+        the shortlist budget: the model's ``shortlist_tokens`` unless ``engine_kwargs`` give one (0: score
+        every line). Either decoder can read a shortlist."""
         from squeez_ray.infer.block_decoder import BlockDecoder
 
         options = dict(engine_kwargs or {})
@@ -57,7 +58,7 @@ class ScoringPruner(Pruner):
             raise ValueError("this encoder has no fitted block decoder (squeez_encoder.json block_decoder): "
                              "fit one with jobs/fit_block_decoder.py, or use decoder: lines")
         self.block_decoder = BlockDecoder.from_json(self.settings.block_decoder) if decoder == "blocks" else None
-        budget = options.get("shortlist_tokens", self.settings.shortlist_tokens if self.block_decoder else None)
+        budget = options.get("shortlist_tokens", self.settings.shortlist_tokens)
         if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
             raise ValueError(f"engine_kwargs.shortlist_tokens must be a whole number >= 0, not {budget!r}")
         self.shortlist_tokens = budget or None
@@ -137,7 +138,10 @@ class ScoringPruner(Pruner):
 
         started = time.perf_counter()
         pairs = [(r.query, r.tool_output) for r in requests]
-        scored = self.block_scores(pairs) if self.block_decoder is not None else [(s, None) for s in self.score(pairs)]
+        if self.block_decoder is not None or self.shortlist_tokens:
+            scored = self.block_scores(pairs)
+        else:  # every line scored, per-line decisions: how every model before block-first pruned
+            scored = [(s, None) for s in self.score(pairs)]
         per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
         results = []
         for request, (scores, blocks) in zip(requests, scored):

@@ -119,22 +119,40 @@ def at_compression(points: Sequence[Mapping[str, float]], compression: float) ->
     return dict(max(within, key=lambda p: (p["recall"], p["f1"])))
 
 
+def point_at_compression(examples: Sequence[Example], scores: Sequence[np.ndarray], rule, compression: float,
+                         steps: int = 14) -> dict[str, float]:
+    """The most lenient threshold whose dev compression is still >= ``compression`` (bisection over the
+    scores' quantiles: compression only falls as the threshold is lowered), and what it measures."""
+    flat = np.sort(np.concatenate([np.asarray(s, dtype=np.float64) for s in scores]))
+    lo, hi = 0.0, 1.0  # quantile positions: hi strict enough, lo too lenient
+    best = None
+    for _ in range(steps):
+        mid = (lo + hi) / 2
+        threshold = float(flat[min(int(mid * (len(flat) - 1)), len(flat) - 1)])
+        point = {"threshold": threshold,
+                 **measure(examples, [rule(s, e, threshold) for s, e in zip(scores, examples)])}
+        if point["compression"] >= compression - 1e-9:
+            best, hi = point, mid
+        else:
+            lo = mid
+    return best or {"recall": 0.0, "f1": 0.0, "compression": compression, "threshold": float("nan")}
+
+
 def threshold_grid(scores: Sequence[np.ndarray], n: int = 40) -> np.ndarray:
     flat = np.concatenate([np.asarray(s) for s in scores])
     return np.unique(np.quantile(flat, np.linspace(0.80, 0.9995, n)))[::-1]
 
 
-DECODER_GRID = {"line_ratio": (0.2, 0.35, 0.5, 0.7), "max_gap": (1.5, 3.0, 5.0), "max_blocks": (3, 6, 12)}
+DECODER_GRID = {"line_ratio": (0.35, 0.5, 0.7), "max_gap": (2.0, 4.0), "max_blocks": (3, 8), "min_best": (0.0, 0.3)}
 
 
 def fit_decoder(examples: Sequence[Example], scores: Sequence[np.ndarray], compression: float,
                 grid: Mapping[str, Sequence[Any]] = DECODER_GRID) -> tuple[BlockDecoder, list[dict[str, Any]]]:
     """The decoder shape with the most dev recall at ``compression`` (ties: F1), and every shape's point."""
-    thresholds = threshold_grid(scores)
     tried = []
     for values in itertools.product(*grid.values()):
         decoder = BlockDecoder(**dict(zip(grid.keys(), values)))
-        point = at_compression(sweep(examples, scores, block_rule(decoder), thresholds), compression)
+        point = point_at_compression(examples, scores, block_rule(decoder), compression)
         tried.append({**decoder.to_json(), **point})
     best = max(tried, key=lambda p: (round(p["recall"], 4), p["f1"]))
     return BlockDecoder(**{k: best[k] for k in grid}), tried

@@ -3,11 +3,12 @@
 1. The encoder's per-line scores of every dev line, cached once (resumable chunks, ``encoder_fusion_scores``).
 2. Today's per-line decoder at the model's own default point: its dev recall, F1 and compression.
 3. The block decoder's shape (``block_decoder_fit.DECODER_GRID``) with the most dev recall at that same
-   compression, every line scored.
-4. The shortlist: for each token budget, the block decoder's dev recall at that compression with only the
-   shortlisted lines scored; the smallest budget within ``max_recall_loss`` of scoring everything wins.
-5. The block decoder's dev curve under that budget (the recall targets of ``encoder_operating_curve``), and
-   its default target: the highest whose dev compression is at least the per-line default's.
+   compression, every line scored; it replaces the per-line decoder only if it wins by ``blocks_win``.
+4. The shortlist: for each token budget, the chosen decoder's dev recall with only the shortlisted lines
+   scored; the smallest budget within ``max_recall_loss`` of scoring everything (and within the negatives
+   slack of ``blocks_win``) wins.
+5. With blocks, their dev curve under that budget (the recall targets of ``encoder_operating_curve``) and
+   default target: the highest whose dev compression is at least the per-line default's.
 The evaluation cases and the test split are never read here.
 """
 
@@ -18,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+
+import numpy as np
 
 from squeez_ray.train import block_decoder_fit as fit
 
@@ -41,6 +44,19 @@ def block_curve(examples, scores, decoder, targets: Sequence[float]) -> list[dic
             curve.append({"target_recall": target, **{k: round(v, 4) if k != "threshold" else v
                                                       for k, v in best.items()}})
     return curve
+
+
+# The block decoder replaces the per-line one only when, at the per-line default's compression, it gains dev
+# recall by at least this much without losing F1 or negatives answered empty beyond the slack: a tie keeps
+# the incumbent (the ship rule), and recall an agent gains must not be paid with empty answers it loses.
+MIN_RECALL_GAIN, F1_SLACK, NEGATIVES_SLACK = 0.01, 0.005, 0.05
+
+
+def blocks_win(lines: Mapping[str, float], blocks: Mapping[str, float]) -> bool:
+    negatives_kept = (np.isnan(lines["negatives_empty"])
+                      or blocks["negatives_empty"] >= lines["negatives_empty"] - NEGATIVES_SLACK)
+    return (blocks["recall"] >= lines["recall"] + MIN_RECALL_GAIN and blocks["f1"] >= lines["f1"] - F1_SLACK
+            and bool(negatives_kept))
 
 
 def by_family(examples, kept) -> dict[str, dict[str, float]]:
@@ -84,45 +100,56 @@ def run(args) -> dict[str, Any]:
     line_default = fit.sweep(examples, full, line_rule, [pruner.threshold])[0]
     compression = line_default["compression"]
     decoder, tried = fit.fit_decoder(examples, full, compression)
-    block_full = fit.at_compression(fit.sweep(examples, full, fit.block_rule(decoder), fit.threshold_grid(full, 120)),
-                                    compression)
+    block_full = fit.point_at_compression(examples, full, fit.block_rule(decoder), compression)
+    use_blocks = blocks_win(line_default, block_full) if args.decoder == "auto" else args.decoder == "blocks"
+    rule = fit.block_rule(decoder) if use_blocks else line_rule
+    reference = block_full if use_blocks else line_default
     budgets = []
     for budget in args.budgets:
         scores = fit.fused(examples, pruner.fusion, budget)
-        point = fit.at_compression(fit.sweep(examples, scores, fit.block_rule(decoder),
-                                             fit.threshold_grid(scores, 120)), compression)
+        point = (fit.point_at_compression(examples, scores, rule, compression) if use_blocks
+                 else fit.sweep(examples, scores, rule, [pruner.threshold])[0])
         budgets.append({"shortlist_tokens": budget, **{k: round(v, 4) for k, v in point.items()}})
-    within = [b for b in budgets if b["recall"] >= block_full["recall"] - args.max_recall_loss]
+    within = [b for b in budgets if b["recall"] >= reference["recall"] - args.max_recall_loss
+              and not b["negatives_empty"] < reference["negatives_empty"] - NEGATIVES_SLACK]
     chosen = min(within, key=lambda b: b["shortlist_tokens"]) if within else max(budgets, key=lambda b: b["recall"])
     scores = fit.fused(examples, pruner.fusion, chosen["shortlist_tokens"])
-    curve = block_curve(examples, scores, decoder, CURVE_TARGETS)
-    equal = [p for p in curve if p["compression"] >= compression - 1e-9]
-    default_target = max(equal, key=lambda p: p["target_recall"])["target_recall"] if equal else curve[0]["target_recall"]
-    threshold = threshold_for_recall(curve, default_target)
-    block_kept = [fit.block_rule(decoder)(s, e, threshold) for s, e in zip(scores, examples)]
+    curve, default_target = [], None
+    if use_blocks:
+        curve = block_curve(examples, scores, decoder, CURVE_TARGETS)
+        equal = [p for p in curve if p["compression"] >= compression - 1e-9]
+        default_target = (max(equal, key=lambda p: p["target_recall"]) if equal else curve[0])["target_recall"]
+        threshold = threshold_for_recall(curve, default_target)
+    else:
+        threshold = pruner.threshold
+    kept = [rule(s, e, threshold) for s, e in zip(scores, examples)]
     line_kept = [line_rule(s, e, pruner.threshold) for s, e in zip(full, examples)]
     report = {
         "dev_examples": len(examples), "model": str(model_dir),
         "per_line_default": {k: round(v, 4) for k, v in line_default.items()},
         "blocks_every_line_scored": {k: round(v, 4) for k, v in block_full.items()},
-        "blocks_default": {"target_recall": default_target, **fit.measure(examples, block_kept)},
+        "decoder_chosen": "blocks" if use_blocks else "lines",
+        "shipped_default": {"decoder": "blocks" if use_blocks else "lines", "target_recall": default_target,
+                            **{k: round(v, 4) for k, v in fit.measure(examples, kept).items()}},
         "decoder": decoder.to_json(), "shortlist_budgets": budgets, "shortlist_tokens": chosen["shortlist_tokens"],
         "decoder_grid": tried, "curve": curve,
-        "by_family": {"per_line": by_family(examples, line_kept), "blocks": by_family(examples, block_kept)},
+        "by_family": {"per_line": by_family(examples, line_kept), "shipped_default": by_family(examples, kept)},
     }
     if args.report:
         write_json_atomic(args.report, report)
     if args.write:
         data = json.loads((model_dir / ENCODER_CONFIG).read_text())
-        data["block_decoder"] = {**decoder.to_json(), "default_recall_target": default_target,
-                                 "fitted_on": {"dev_data": str(args.dev_data), "dev_examples": len(examples),
-                                               "at_compression": round(compression, 4)}}
+        data["block_decoder"] = {}
+        if use_blocks:
+            data["block_decoder"] = {**decoder.to_json(), "default_recall_target": default_target,
+                                     "fitted_on": {"dev_data": str(args.dev_data), "dev_examples": len(examples),
+                                                   "at_compression": round(compression, 4)}}
+            data.setdefault("operating_points", {})[f"{pruner.variant}+blocks"] = curve
         data["shortlist_tokens"] = chosen["shortlist_tokens"]
-        data.setdefault("operating_points", {})[f"{pruner.variant}+blocks"] = curve
         EncoderSettings.from_json(data)  # what is written must load
         write_json_atomic(model_dir / ENCODER_CONFIG, data)
     summary = {k: report[k] for k in ("dev_examples", "per_line_default", "blocks_every_line_scored",
-                                       "blocks_default", "decoder", "shortlist_tokens")}
+                                       "decoder_chosen", "shipped_default", "decoder", "shortlist_tokens")}
     return {"summary": summary, "report": report}
 
 
@@ -130,7 +157,8 @@ def summary_table(report: Mapping[str, Any]) -> str:
     """The comparison as Markdown rows (docs)."""
     rows = [("per-line (shipped before)", report["per_line_default"]),
             ("blocks, every line scored", report["blocks_every_line_scored"]),
-            (f"blocks, shortlist {report['shortlist_tokens']} tokens (default)", report["blocks_default"])]
+            (f"{report['decoder_chosen']}, shortlist {report['shortlist_tokens']} tokens (default)",
+             report["shipped_default"])]
     lines = ["| decoder | recall | F1 | compression | negatives empty |", "| --- | ---: | ---: | ---: | ---: |"]
     for name, p in rows:
         lines.append(f"| {name} | {p['recall']:.3f} | {p['f1']:.3f} | {p['compression']:.3f} | "

@@ -111,3 +111,48 @@ def test_scoring_a_subset_reads_only_those_lines():
     assert np.allclose(whole, 0.7)
     assert np.allclose(part[[2, 3, 7]], 0.7) and np.allclose(np.delete(part, [2, 3, 7]), UNSCORED)
     assert sorted(seen) == [3 + 3 * 4, 3 + 10 * 4]  # the subset's window holds its three lines only
+
+
+def test_fit_job_compares_decoders_on_dev_and_writes_a_model_that_loads(tmp_path):
+    import json
+    import shutil
+    import types
+
+    import pandas as pd
+
+    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.registry import build_pruner
+    from squeez_ray.train import block_decoder_job as job
+    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id, score_to_cache
+
+    model = tmp_path / "model"
+    shutil.copytree(DEFAULT_MODEL_DIR, model)
+    rng = np.random.default_rng(0)
+    rows, scores = [], {}
+    for i in range(60):
+        lines = [f"src/mod{j}.py:{j}: value = compute_{j}(x)" for j in range(300)]
+        answer = int(rng.integers(0, 300))
+        lines[answer] = f"src/config.py:{answer}: retries = parse_retry_limit(env)"
+        s = rng.uniform(0.0, 0.1, 300)
+        s[answer] = 0.95
+        rows.append({"instance_id": f"ex{i}", "query": "where is parse_retry_limit called", "tool_type": "grep",
+                     "tool_output": "\n".join(lines), "gold_spans": [{"start_line": answer + 1, "end_line": answer + 1}]})
+        scores[f"ex{i}"] = s
+    pd.DataFrame(rows).to_parquet(tmp_path / "dev.parquet")
+    cache = tmp_path / "cache"
+    claim_for_model(cache, model_id(model))
+    by_output = {r["tool_output"]: scores[r["instance_id"]] for r in rows}  # the "encoder" of this test
+    score_to_cache(lambda pairs: [by_output[output] for _, output in pairs],
+                   [(r["instance_id"], r["query"], r["tool_output"]) for r in rows], cache)
+    args = types.SimpleNamespace(model=str(model), dev_data=str(tmp_path / "dev.parquet"), max_dev=None,
+                                 cache=str(cache), cached_only=True, budgets=[512, 4096], max_recall_loss=0.01,
+                                 decoder="auto", report=str(tmp_path / "report.json"), write=True)
+    result = job.run(args)
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["dev_examples"] == 60 and result["summary"]["decoder_chosen"] in ("blocks", "lines")
+    assert {b["shortlist_tokens"] for b in report["shortlist_budgets"]} == {512, 4096}
+    settings = json.loads((model / "squeez_encoder.json").read_text())
+    assert settings["shortlist_tokens"] in (512, 4096)
+    pruner = build_pruner("encoder", model=str(model))
+    assert pruner.shortlist_tokens == settings["shortlist_tokens"]
+    assert (pruner.block_decoder is not None) == (report["decoder_chosen"] == "blocks")
