@@ -256,3 +256,12 @@ def test_codex_rules_of_a_parent_project_folder_and_the_system_are_read(tmp_path
     (system / "rules" / "site.rules").write_text('prefix_rule(pattern=["cat"], decision="forbidden")')
     monkeypatch.setattr("squeez_ray.cli.hooks.codex._SYSTEM_HOME", system)
     assert not codex_auto_approved("cat a.py", str(tmp_path / "elsewhere"))
+
+
+def test_a_deny_rule_whose_words_an_expansion_could_supply_leaves_the_command_alone(project):
+    """`git $x` with x=push, `git ${X:-push}` and `git $'\\x70ush'` run git push; the hook cannot resolve them,
+    so a rule whose program the command names and whose other words an expansion could supply is assumed to see it."""
+    write_rules(project / ".claude" / "settings.json", deny=["Bash(git push:*)"])
+    for command in ("pytest; x=push; git $x", "pytest; git ${X:-push}", "pytest; git $'\\x70ush'", 'pytest; git "$P"'):
+        assert not wrapped(command, project), command
+    assert wrapped("pytest -q $ARGS", project) and wrapped("pytest; git log -5", project)

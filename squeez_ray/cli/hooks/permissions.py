@@ -10,8 +10,9 @@ matching (a new prompt); an ``allow`` that names squeez, ``bash`` or ``-c`` woul
 So the hook rewrites a command only when no configured rule could tell the two apart: every
 ``Bash(...)`` rule in allow, ask or deny whose literal words (the specifier without its ``*``
 wildcards and legacy ``:*``) all occur among the words of the command (as written, and as the
-shell reads them: ``g'i't push`` and ``\\git push`` are ``git push``) or of the squeez invocation
-leaves the command alone; so does a Read/Edit/Write deny or ask rule whose file name occurs in the
+shell reads them: ``g'i't push`` and ``\\git push`` are ``git push``) or of the squeez invocation,
+or whose first word occurs there in a command with a ``$`` expansion that could supply the rest
+(``git $x``, ``git ${X:-push}``), leaves the command alone; so does a Read/Edit/Write deny or ask rule whose file name occurs in the
 command (Claude Code may check shell reads against them). A bare ``Bash`` or ``Bash(*)`` matches the
 original and the rewrite alike and changes nothing. Settings read (the documented places,
 https://code.claude.com/docs/en/settings): the managed file, ``~/.claude/settings.json``, and
@@ -36,6 +37,7 @@ _MANAGED = ("/etc/claude-code/managed-settings.json",
             "/Library/Application Support/ClaudeCode/managed-settings.json")
 _WORD_START = r"""(?<![^\s;&|()<>`'"{}])"""
 _WORD_END = r"""(?![^\s;&|()<>`'"{}])"""
+_EXPANSION = re.compile(r"""\$[{'"\w@*#?!$-]""")
 _FILE_TOOLS = ("Read", "Edit", "Write", "MultiEdit", "NotebookEdit")
 
 
@@ -52,10 +54,11 @@ def rules_could_see(command: str, invocation_words: Iterable[str], cwd: Any = No
     # The command as written and as the shell reads it: g'i't, "git" and \\git all run git.
     spelled = command + "\n" + " ".join(_shell_words(command))
     text = spelled + "\n" + " ".join(invocation_words)
+    expands = bool(_EXPANSION.search(command))  # $x, ${..}, $'..': words the hook cannot read before bash runs
     for kind, rule in rules:
         tool, _, spec = rule.partition("(")
         spec = spec[:-1] if spec.endswith(")") else spec
-        if tool == "Bash" and spec.strip() and _bash_rule_could_match(spec, text):
+        if tool == "Bash" and spec.strip() and _bash_rule_could_match(spec, text, expands):
             return True
         if tool in _FILE_TOOLS and kind in ("deny", "ask") and _file_rule_could_match(spec, spelled):
             return True
@@ -72,17 +75,18 @@ def _shell_words(command: str) -> list[str]:
         return []
 
 
-def _bash_rule_could_match(spec: str, text: str) -> bool:
-    """Every word of the rule (``*`` as any text) occurs in ``text`` as a word or, at a ``*``, a part of one."""
+def _bash_rule_could_match(spec: str, text: str, expands: bool = False) -> bool:
+    """Every word of the rule (``*`` as any text) occurs in ``text`` as a word or, at a ``*``, a part of one;
+    with ``expands``, the rule's first word suffices (an expansion could supply the others: ``git $x``)."""
     spec = spec[:-2] if spec.endswith(":*") else spec
     words = [w for w in spec.split() if w.strip("*")]
     if not words:
         return False  # `Bash(*)`: matches the original and the rewrite alike
-    for word in words:
+    for position, word in enumerate(words):
         body = ".*".join(re.escape(piece) for piece in word.split("*"))
         start = "" if word.startswith("*") else _WORD_START
         end = "" if word.endswith("*") else _WORD_END
-        if not re.search(start + body + end, text):
+        if not re.search(start + body + end, text) and (position == 0 or not expands):
             return False
     return True
 
