@@ -43,3 +43,23 @@ def read_capped(handle: IO[bytes], limit: int, into: bytearray) -> Input:
         into += piece
     data = bytes(into)
     return Input(data, rest=handle if len(data) > limit else None)
+
+
+# What a backend reads of one line: the encoder reads a line's first 32 tokens of at most 128
+# characters each (docs/CLI.md), and no model reads more of a line usefully. A longer line (a
+# minified bundle, a 14 MB JSON blob on one line) is cut here for the model only, so that per-line
+# work (term counts, tokenizers, regexes) costs no more than for a short line; the answer still
+# prints the line whole, byte for byte, when it is kept.
+MODEL_LINE_CHARS = 32 * 128
+
+
+def model_text(data: bytes) -> str:
+    """``data`` as the model reads it: decoded (invalid UTF-8 replaced), each line cut at
+    ``MODEL_LINE_CHARS``; the line count never changes, so spans over it are spans over ``data``."""
+    text = data.decode("utf-8", errors="replace")
+    if len(text) <= MODEL_LINE_CHARS:
+        return text
+    lines = text.split("\n")
+    if all(len(line) <= MODEL_LINE_CHARS for line in lines):
+        return text
+    return "\n".join(line[:MODEL_LINE_CHARS] for line in lines)

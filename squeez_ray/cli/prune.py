@@ -43,7 +43,7 @@ from squeez_ray.cli import signals
 from squeez_ray.cli.args import UsageError, build_parser, parse_arguments  # noqa: F401 - build_parser: public
 from squeez_ray.cli.intake import CHUNK as _CHUNK
 from squeez_ray.cli.intake import Input as _Input
-from squeez_ray.cli.intake import open_input, read_capped
+from squeez_ray.cli.intake import model_text, open_input, read_capped
 from squeez_ray.cli.pipe import (
     EXIT_BACKEND,
     EXIT_INTERRUPTED,
@@ -150,7 +150,7 @@ class _Run:
                 return self._pass_through(f"the full output cannot be kept for `squeez show` ({store_note}): "
                                           "passed through unpruned (--lossy or SQUEEZ_LOSSY=true prunes anyway)",
                                           quiet=False)
-        text = self.input.data.decode("utf-8", errors="replace")  # what the model reads
+        text = model_text(self.input.data)  # what the model reads: long lines cut (intake.py)
         watchdog = threading.Timer(s.timeout_s, self._on_timeout)
         watchdog.daemon = True
         watchdog.start()

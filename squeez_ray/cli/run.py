@@ -38,6 +38,7 @@ from squeez_ray.cli import signals
 from squeez_ray.cli.args import add_pruning_flags
 from squeez_ray.cli.child import Child, exit_status
 from squeez_ray.cli.failure_lines import failure_line_numbers
+from squeez_ray.cli.intake import model_text
 from squeez_ray.cli.markers import render_marked, visible_line_count
 from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
 from squeez_ray.cli.pruning import FALLBACK, call_backend, input_gate, is_fallback, keep_full_output
@@ -100,7 +101,7 @@ def prune_output(query: str, data: bytes | str, settings: Any = None, exit_code:
     if store_id is None and settings.store_outputs and not settings.lossy:
         return _whole(data, exit_code, f"the full output cannot be kept for `squeez show` ({store_note}): "
                                        "passed through unpruned (lossy: true prunes anyway)")
-    text = data.decode("utf-8", errors="replace")  # what the model reads
+    text = model_text(data)  # what the model reads: long lines cut (intake.py)
     answer: list[Any] = []
     worker = threading.Thread(target=lambda: answer.append(call_backend(settings, query, text)), daemon=True)
     worker.start()

@@ -214,3 +214,34 @@ def test_run_into_a_full_disk_keeps_the_commands_exit_code(env):
         out = subprocess.run([str(SQUEEZ), "run", "--backend", "bm25", "q", "--", "bash", "-c", "seq 300; exit 3"],
                              stdout=full, stderr=subprocess.PIPE, env=env, timeout=120, stdin=subprocess.DEVNULL)
     assert out.returncode == 3 and out.stderr == b"squeez: cannot write the output: No space left on device\n"
+
+
+# -- memory: a 14 MB single line (issue 34 "Memory") ------------------------------------------------------
+
+def test_model_text_cuts_long_lines_only_for_the_model_and_keeps_the_line_count():
+    from squeez_ray.cli.intake import MODEL_LINE_CHARS, model_text
+
+    data = b"short\n" + b"word " * 10_000 + b"\n\xff\nend"
+    text = model_text(data)
+    assert text.split("\n") == ["short", ("word " * 10_000)[:MODEL_LINE_CHARS], "\ufffd", "end"]
+    assert model_text(b"a\nb\n") == "a\nb\n"
+
+
+def test_a_14_mb_single_line_is_pruned_in_bounded_memory_and_printed_whole(env, tmp_path):
+    """Peak RSS of the squeez process, measured by a fresh parent (RUSAGE_CHILDREN covers only its child).
+    Before the cut, the encoder's per-line term counts alone took ~390 MB (574 MB peak, 50 s)."""
+    big_line = b"word " * 2_800_000
+    data = big_line + b"\n" + b"".join(b"tests/t%d.py FAILED\n" % i for i in range(40))
+    path = tmp_path / "one_line.log"
+    path.write_bytes(data)
+    measure = ("import resource, subprocess, sys\n"
+               "out = subprocess.run(sys.argv[1:], capture_output=True)\n"
+               "sys.stdout.buffer.write(out.stdout)\n"
+               "sys.stderr.write('PEAK_KB=%d\\n' % resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n")
+    out = subprocess.run([sys.executable, "-c", measure, str(SQUEEZ), "--input-file", str(path), "--keep-ratio", "1",
+                          "--timeout", "600", "word"], capture_output=True, env={**env, "SQUEEZ_DAEMON": "0"},
+                         timeout=900)
+    peak_mb = int(out.stderr.rsplit(b"PEAK_KB=", 1)[1]) >> 10
+    assert peak_mb < 350, (peak_mb, out.stderr[-2000:])
+    if big_line in out.stdout:  # when the model keeps it, the line comes back whole
+        assert out.stdout.startswith(big_line + b"\n")
