@@ -58,12 +58,20 @@ class FusionModel:
         x = (features[:, self.columns] - self.mean) / self.scale
         return 1.0 / (1.0 + np.exp(-(x @ self.weights + self.bias)))
 
-    def fuse(self, query: str, tool_output: str, encoder_probs: np.ndarray, line_terms=None) -> np.ndarray:
-        """Fused keep-probabilities (float32) of one output's lines (``line_terms``: see ``line_features``)."""
+    def fuse(self, query: str, tool_output: str, encoder_probs: np.ndarray, line_terms=None,
+             rows: np.ndarray | None = None) -> np.ndarray:
+        """Fused keep-probabilities (float32) of one output's lines (``line_terms``: see ``line_features``).
+        With ``rows`` (the lines the encoder scored) only those are fused and the rest get 0: the features
+        still see the whole output, but a 20,000-line log does not walk every tree for lines never scored."""
         lines = tool_output.split("\n")
         if len(lines) != len(encoder_probs):
             raise ValueError(f"{len(encoder_probs)} encoder scores for {len(lines)} lines")
-        return self.probabilities(line_features(query, lines, encoder_probs, line_terms)).astype(np.float32)
+        features = line_features(query, lines, encoder_probs, line_terms, scored=rows)
+        if rows is None:
+            return self.probabilities(features).astype(np.float32)
+        fused = np.zeros(len(lines), dtype=np.float32)
+        fused[rows] = self.probabilities(features[rows])
+        return fused
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": "logistic", "version": FEATURES_VERSION, "features": list(self.features),

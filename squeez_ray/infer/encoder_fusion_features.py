@@ -109,9 +109,11 @@ def line_terms_of(lines: Sequence[str]) -> list[Counter]:
 
 
 def line_features(query: str, lines: Sequence[str], probs: np.ndarray,
-                  line_terms: Sequence[Counter] | None = None) -> np.ndarray:
+                  line_terms: Sequence[Counter] | None = None, scored: np.ndarray | None = None) -> np.ndarray:
     """(lines x len(FEATURES)) features of one output, from its lines and the encoder's probabilities
-    (``line_terms``: ``line_terms_of(lines)`` when the caller already has them)."""
+    (``line_terms``: ``line_terms_of(lines)`` when the caller already has them; ``scored``: the lines the
+    encoder read when a shortlist left others out, so a line's rank is among the lines that have a score,
+    as it was for every output the combiner was fitted on)."""
     n = len(lines)
     logit = _logit(probs)
     if n == 0:
@@ -141,7 +143,8 @@ def line_features(query: str, lines: Sequence[str], probs: np.ndarray,
     best_block = block_score.max() if n_blocks else 0.0
 
     # share of the output's lines scoring strictly higher (ties share a rank)
-    rank = (n - np.searchsorted(np.sort(logit), logit, side="right")) / n
+    ranked = logit if scored is None else logit[scored]
+    rank = (len(ranked) - np.searchsorted(np.sort(ranked), logit, side="right")) / max(len(ranked), 1)
     padded = np.pad(logit, 1, constant_values=-14.0)
     neighbours = np.maximum(padded[:-2], padded[2:])
     top = logit.max()

@@ -62,33 +62,37 @@ def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
     cancel check says so (squeez_ray.infer.cancel)."""
     tokens = line_tokenizer(tokenizer)
     scores: list[np.ndarray] = []
-    positions: list[np.ndarray] = []  # per output: window line index -> output line index
-    jobs: list[tuple[int, Window]] = []
+    positions: list[np.ndarray] = []  # per run of lines: window line index -> output line index
+    jobs: list[tuple[int, int, Window]] = []  # (output, run of lines, window)
     for i, (query_ids, line_ids, subset) in enumerate(encoded):
         n_lines = len(line_ids)
         if subset is None:
             scores.append(np.zeros(n_lines, dtype=np.float32))
-            positions.append(np.arange(n_lines))
+            runs = [np.arange(n_lines)]
         else:
             scores.append(np.full(n_lines, UNSCORED, dtype=np.float32))
-            positions.append(np.asarray(subset, dtype=np.int64))
-            line_ids = [line_ids[k] for k in subset]
-        windows = build_windows(query_ids, line_ids, spec, tokens.cls_id, tokens.sep_id)
-        jobs.extend((i, w) for w in windows if w.n_lines)
-    jobs.sort(key=lambda job: len(job[1].input_ids))
+            # one run of windows per stretch of consecutive lines: a window never joins two distant blocks,
+            # whose lines the encoder (trained on contiguous windows) would read as one another's context
+            subset = np.asarray(subset, dtype=np.int64)
+            runs = np.split(subset, np.flatnonzero(np.diff(subset) > 1) + 1) if len(subset) else []
+        for run in runs:
+            positions.append(run)
+            windows = build_windows(query_ids, [line_ids[k] for k in run], spec, tokens.cls_id, tokens.sep_id)
+            jobs.extend((i, len(positions) - 1, w) for w in windows if w.n_lines)
+    jobs.sort(key=lambda job: len(job[2].input_ids))
     start = 0
     while start < len(jobs):
         raise_if_cancelled()  # a Serve caller that timed out stops its replica here, between passes
         end = start + 1
-        while end < len(jobs) and (end - start + 1) * len(jobs[end][1].input_ids) <= tokens_per_batch:
+        while end < len(jobs) and (end - start + 1) * len(jobs[end][2].input_ids) <= tokens_per_batch:
             end += 1
         batch = jobs[start:end]
-        windows = [w for _, w in batch]
+        windows = [w for _, _, w in batch]
         arrays = pad_windows_np([w.input_ids for w in windows], [w.token_type_ids for w in windows],
                                 [w.line_of_token for w in windows], tokens.pad_id)
         probs = forward(*arrays, max(w.n_lines for w in windows))
-        for row, (i, w) in enumerate(batch):
-            where = positions[i][w.first_line:w.first_line + w.n_lines]
+        for row, (i, run, w) in enumerate(batch):
+            where = positions[run][w.first_line:w.first_line + w.n_lines]
             scores[i][where] = np.maximum(scores[i][where], probs[row, :w.n_lines])
         start = end
     return scores

@@ -74,6 +74,8 @@ class ScoringPruner(Pruner):
             raise ValueError("give a threshold or a recall target, not both")
         if self.block_decoder is not None:  # the block decoder's own dev curve and default point
             variant = f"{variant}+blocks"
+        elif self.shortlist_tokens and f"{variant}+shortlist" in self.settings.operating_points:
+            variant = f"{variant}+shortlist"  # per-line decisions over shortlisted scores: their own curve
         self.curve = list(self.settings.operating_points.get(variant, []))
         self.max_kept_lines = max_kept_lines
         default_target = self.settings.default_recall_target
@@ -122,7 +124,8 @@ class ScoringPruner(Pruner):
         raw = score_encoded(self._forward, self.tokenizer, spec, encoded, tokens_per_batch=self.tokens_per_batch)
         if self.fusion is None:
             return list(zip(raw, spans))
-        fused = [self.fusion.fuse(query, output, r, t) for (query, output), r, t in zip(pairs, raw, terms)]
+        fused = [self.fusion.fuse(query, output, r, t, rows=subset)
+                 for (query, output), r, t, (_, _, subset) in zip(pairs, raw, terms, encoded)]
         return list(zip(fused, spans))
 
     def kept_lines(self, scores: np.ndarray, blocks, threshold: float) -> list[int]:

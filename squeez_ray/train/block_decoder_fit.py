@@ -23,10 +23,9 @@ import numpy as np
 
 from squeez_ray.infer.block_decoder import BlockDecoder, decide_blocks
 from squeez_ray.infer.block_shortlist import shortlist
-from squeez_ray.infer.encoder_scoring import select_lines
+from squeez_ray.infer.encoder_scoring import UNSCORED, select_lines
 from squeez_ray.infer.evidence_blocks import block_spans
 
-UNSCORED = 1e-4  # the encoder probability a line the shortlist left out gets (scored lines rarely go lower)
 
 
 @dataclass
@@ -54,21 +53,29 @@ def examples_from_rows(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, np
     return out
 
 
-def shortlisted_raw(example: Example, budget: int | None) -> np.ndarray:
-    """The encoder scores as the run time sees them with a shortlist of ``budget`` tokens (None: all lines)."""
+def shortlisted_raw(example: Example, budget: int | None) -> tuple[np.ndarray, np.ndarray | None]:
+    """The encoder scores as the run time sees them with a shortlist of ``budget`` tokens (None: all lines),
+    and the lines scored (None: all)."""
     if budget is None:
-        return example.raw
+        return example.raw, None
     chosen = shortlist(example.query, example.lines, example.spans, example.line_tokens, budget)
     if chosen is None:
-        return example.raw
+        return example.raw, None
     raw = np.full(len(example.lines), UNSCORED, dtype=np.float64)
     raw[chosen] = example.raw[chosen]
-    return raw
+    return raw, chosen
 
 
 def fused(examples: Sequence[Example], fusion: Any, budget: int | None) -> list[np.ndarray]:
-    return [np.asarray(fusion.fuse(e.query, "\n".join(e.lines), shortlisted_raw(e, budget)) if fusion is not None
-                       else shortlisted_raw(e, budget)) for e in examples]
+    """Each example's scores as the runtime fuses them (unscored lines: 0, as ``ScoringPruner.block_scores``)."""
+    out = []
+    for e in examples:
+        raw, rows = shortlisted_raw(e, budget)
+        if fusion is None:
+            out.append(raw if rows is None else np.where(np.isin(np.arange(len(raw)), rows), raw, 0.0))
+        else:
+            out.append(np.asarray(fusion.fuse(e.query, "\n".join(e.lines), raw, rows=rows)))
+    return out
 
 
 def measure(examples: Sequence[Example], kept: Sequence[Sequence[int]]) -> dict[str, float]:

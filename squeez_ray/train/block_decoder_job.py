@@ -34,8 +34,9 @@ def _rows(path: str, limit: int | None) -> list[dict[str, Any]]:
     return frame.head(limit).to_dict("records") if limit else frame.to_dict("records")
 
 
-def block_curve(examples, scores, decoder, targets: Sequence[float]) -> list[dict[str, float]]:
-    points = fit.sweep(examples, scores, fit.block_rule(decoder), fit.threshold_grid(scores, n=120))
+def dev_curve(examples, scores, rule, targets: Sequence[float]) -> list[dict[str, float]]:
+    """For each recall target the strictest threshold reaching it on dev under ``rule`` (as stored curves are)."""
+    points = fit.sweep(examples, scores, rule, fit.threshold_grid(scores, n=120))
     curve = []
     for target in targets:
         reached = [p for p in points if p["recall"] >= target]
@@ -80,7 +81,8 @@ def run(args) -> dict[str, Any]:
     from squeez_ray.train.encoder_operating_curve import CURVE_TARGETS
 
     model_dir = Path(args.model) if args.model else DEFAULT_MODEL_DIR
-    pruner = OnnxEncoderPruner(model_dir, engine_kwargs={"decoder": "lines"})
+    # the incumbent: per-line decisions over every line scored, at the model's own default point
+    pruner = OnnxEncoderPruner(model_dir, engine_kwargs={"decoder": "lines", "shortlist_tokens": 0})
     settings = pruner.settings
     rows = _rows(args.dev_data, args.max_dev)
     claim_for_model(args.cache, model_id(model_dir))
@@ -114,14 +116,15 @@ def run(args) -> dict[str, Any]:
               and not b["negatives_empty"] < reference["negatives_empty"] - NEGATIVES_SLACK]
     chosen = min(within, key=lambda b: b["shortlist_tokens"]) if within else max(budgets, key=lambda b: b["recall"])
     scores = fit.fused(examples, pruner.fusion, chosen["shortlist_tokens"])
-    curve, default_target = [], None
+    # the chosen decoder's own dev curve over the shortlisted scores: a shortlist moves the fused scores a
+    # little (the fusion's rank and block features see fewer scored lines), so its thresholds are its own
+    curve = dev_curve(examples, scores, rule, CURVE_TARGETS)
     if use_blocks:
-        curve = block_curve(examples, scores, decoder, CURVE_TARGETS)
         equal = [p for p in curve if p["compression"] >= compression - 1e-9]
         default_target = (max(equal, key=lambda p: p["target_recall"]) if equal else curve[0])["target_recall"]
-        threshold = threshold_for_recall(curve, default_target)
-    else:
-        threshold = pruner.threshold
+    else:  # the per-line decoder answers at the model's own default recall target, as before
+        default_target = settings.default_recall_target
+    threshold = threshold_for_recall(curve, default_target) if default_target else pruner.threshold
     kept = [rule(s, e, threshold) for s, e in zip(scores, examples)]
     line_kept = [line_rule(s, e, pruner.threshold) for s, e in zip(full, examples)]
     report = {
@@ -146,6 +149,8 @@ def run(args) -> dict[str, Any]:
                                                    "at_compression": round(compression, 4)}}
             data.setdefault("operating_points", {})[f"{pruner.variant}+blocks"] = curve
         data["shortlist_tokens"] = chosen["shortlist_tokens"]
+        if not use_blocks:
+            data.setdefault("operating_points", {})[f"{pruner.variant}+shortlist"] = curve
         EncoderSettings.from_json(data)  # what is written must load
         write_json_atomic(model_dir / ENCODER_CONFIG, data)
     summary = {k: report[k] for k in ("dev_examples", "per_line_default", "blocks_every_line_scored",

@@ -110,7 +110,8 @@ def test_scoring_a_subset_reads_only_those_lines():
                                tokens_per_batch=1)
     assert np.allclose(whole, 0.7)
     assert np.allclose(part[[2, 3, 7]], 0.7) and np.allclose(np.delete(part, [2, 3, 7]), UNSCORED)
-    assert sorted(seen) == [3 + 3 * 4, 3 + 10 * 4]  # the subset's window holds its three lines only
+    # the subset's windows hold its three lines only, one window per stretch of consecutive lines
+    assert sorted(seen) == [3 + 1 * 4, 3 + 2 * 4, 3 + 10 * 4]
 
 
 def test_fit_job_compares_decoders_on_dev_and_writes_a_model_that_loads(tmp_path):
@@ -156,3 +157,27 @@ def test_fit_job_compares_decoders_on_dev_and_writes_a_model_that_loads(tmp_path
     pruner = build_pruner("encoder", model=str(model))
     assert pruner.shortlist_tokens == settings["shortlist_tokens"]
     assert (pruner.block_decoder is not None) == (report["decoder_chosen"] == "blocks")
+
+
+def test_the_shipped_default_reads_a_shortlist_of_a_long_log_and_keeps_its_failure():
+    from squeez_ray.infer.registry import build_pruner
+
+    lines = [f"tests/test_mod{i % 40}.py::test_case_{i} PASSED" for i in range(1500)]
+    lines[900:900] = ["", "=" * 30 + " FAILURES " + "=" * 30, "_" * 20 + " test_parse_config " + "_" * 20, "",
+                      "    def test_parse_config():", ">       assert parse_config('a.toml').retries == 3",
+                      "E       AssertionError: assert 5 == 3", "", "tests/test_config.py:42: AssertionError", ""]
+    lines += ["FAILED tests/test_config.py::test_parse_config - AssertionError: assert 5 == 3",
+              "======= 1 failed, 1499 passed in 12.34s ======="]
+    pruner = build_pruner("encoder")
+    assert pruner.shortlist_tokens, "the shipped model reads a shortlist"
+    read = []
+    forward = pruner._forward
+
+    def counting(ids, mask, *rest):
+        read.append(int(mask.sum()))
+        return forward(ids, mask, *rest)
+
+    pruner._forward = counting
+    result = pruner.prune("which test failed and why", "\n".join(lines))
+    assert sum(read) < 2 * pruner.shortlist_tokens  # ~40k tokens when every line is scored
+    assert "AssertionError: assert 5 == 3" in result.text
