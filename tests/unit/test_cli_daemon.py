@@ -18,6 +18,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,8 +51,10 @@ class Box:
 
     def __init__(self, root: Path):
         self.root = root
-        self.run_dir = root / "run"
-        self.run_dir.mkdir(mode=0o700)
+        # short, under /tmp: pytest's tmp_path under xdist (.../popen-gw1/test_<name>0/run/squeez/d-<key>.sock)
+        # passes the 108-byte limit of a Unix socket path, and the daemon rightly refuses to start there
+        self.run_dir = Path(tempfile.mkdtemp(prefix="sqd-", dir="/tmp"))
+        self.run_dir.chmod(0o700)
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
         self.env.update(HOME=str(root), XDG_RUNTIME_DIR=str(self.run_dir), XDG_CONFIG_HOME=str(root / "config"),
                         SQUEEZ_STORE=str(root / "store"), SQUEEZ_DAEMON="1", PYTHONPATH=str(REPO))
