@@ -15,15 +15,9 @@ import pytest
 from squeez_ray.cli.report import SHOW, Replay, Row, is_show_call, render_table, reread
 from squeez_ray.cli.run import RunResult
 from squeez_ray.cli.tokens import TokenizerError, resolve
+from test_cli_report import report  # one way to run `squeez report` in a scratch HOME
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def report(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
-    env.update(HOME=str(tmp_path), PYTHONPATH=str(REPO), SQUEEZ_DAEMON="0")
-    return subprocess.run([sys.executable, "-m", "squeez_ray.cli", "report", *args], check=False,
-                          capture_output=True, text=True, env=env, timeout=300)
 
 
 def mini_run(path: Path, steps: list[tuple[str, str]]) -> Path:
