@@ -138,6 +138,8 @@ def test_fake_engine_through_the_whole_generative_path(env):
     assert out.returncode == 0, out.stderr.decode()
     payload = json.loads(out.stdout)
     assert payload["pruned"] is True and payload["spans"] == [[42, 42]] and payload["text"] == ERROR_LINE
-    negative = squeez(["--backend", "fake", "nothing-like-this"], data, env)
+    # a query naming something the output does not hold answers empty (a plain-words one would get the
+    # head-and-tail fallback: cli/pruning.py)
+    negative = squeez(["--backend", "fake", "nothing_like_this"], data, env)
     assert negative.stdout.decode() == ("[squeez: no lines matched the query; 0 of 61 lines kept (fake); "
                                         f"full output: squeez show {payload['store_id']}]\n")
