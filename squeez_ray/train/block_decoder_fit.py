@@ -118,14 +118,6 @@ def sweep(examples: Sequence[Example], scores: Sequence[np.ndarray], rule, thres
     return points
 
 
-def at_compression(points: Sequence[Mapping[str, float]], compression: float) -> dict[str, float]:
-    """The point of a curve with the most recall among those compressing at least ``compression``."""
-    within = [p for p in points if p["compression"] >= compression - 1e-9]
-    if not within:
-        return {"recall": 0.0, "f1": 0.0, "compression": compression, "threshold": float("nan")}
-    return dict(max(within, key=lambda p: (p["recall"], p["f1"])))
-
-
 def point_at_compression(examples: Sequence[Example], scores: Sequence[np.ndarray], rule, compression: float,
                          steps: int = 14) -> dict[str, float]:
     """The most lenient threshold whose dev compression is still >= ``compression`` (bisection over the
