@@ -32,13 +32,13 @@ def main(argv: list[str] | None = None) -> int:
                         "compression is at least this (recall first, within a reading budget)")
     args = parser.parse_args(argv)
 
-    from squeez_ray.infer.encoder_onnx import (  # re-exported there, torch-free
+    from squeez_ray.infer.encoder.onnx_runtime import (  # re-exported there, torch-free
         ONNX_FP32,
         ONNX_INT8,
     )
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.schema import DataError, read_examples
-    from squeez_ray.train.encoder_operating_curve import calibrate_operating_points
+    from squeez_ray.train.encoder.operating_curve import calibrate_operating_points
 
     model = Path(args.model)
     try:

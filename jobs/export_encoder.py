@@ -37,11 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--description", help="one paragraph for the model card: lineage, what it is for")
     args = parser.parse_args(argv)
 
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
     from squeez_ray.schema import DataError, read_examples
-    from squeez_ray.train import encoder_ship as ship
-    from squeez_ray.train.encoder_calibration import calibrate_variant, set_overlap
-    from squeez_ray.train.encoder_export import export_checkpoint
+    from squeez_ray.train.encoder import ship as ship
+    from squeez_ray.train.encoder.calibration import calibrate_variant, set_overlap
+    from squeez_ray.train.encoder.export import export_checkpoint
 
     checkpoint = Path(args.checkpoint)
     try:
@@ -86,14 +86,14 @@ def _dev_data(checkpoint: Path, given: str | None) -> str | None:
 
 
 def _measure(checkpoint: Path, export_dir: Path, data: str, *, with_torch: bool) -> dict:
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
     from squeez_ray.schema import read_examples
-    from squeez_ray.train import encoder_ship as ship
+    from squeez_ray.train.encoder import ship as ship
 
     examples = read_examples(data)
     systems = {}
     if with_torch:
-        from squeez_ray.infer.encoder_pruner import EncoderPruner
+        from squeez_ray.infer.encoder.pruner import EncoderPruner
 
         systems["torch"] = EncoderPruner(checkpoint, dtype="float32")
     systems["onnx-fp32"] = OnnxEncoderPruner(export_dir, dtype="float32")

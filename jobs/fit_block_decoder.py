@@ -19,7 +19,7 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from squeez_ray.train import block_decoder_job as job
+    from squeez_ray.train.encoder import block_decoder_job as job
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="exported encoder directory (default: the shipped model)")

@@ -16,7 +16,7 @@
    --learning-curve refits the winner on 25% and 50% of the train outputs.
 3. Keeps the combiner with the best dev F1 at the recall target, writes a copy of --model with
    ``fusion.json`` and the fused dev curve (default: the highest recall at compression >= 0.90) to --out,
-   and with --ship installs it as the package's default model (``train/encoder_ship.install``).
+   and with --ship installs it as the package's default model (``train/encoder/ship.install``).
 The evaluation cases are never read here.
 """
 
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from squeez_ray.schema import DataError
-    from squeez_ray.train import encoder_fusion_job as job
+    from squeez_ray.train.encoder import fusion_job as job
 
     try:
         report = job.run(args)

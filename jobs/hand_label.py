@@ -28,14 +28,14 @@ from squeez_ray.runner import Outcome, run_job
 
 
 def _label_files(paths: list[str]) -> list[Path]:
-    from squeez_ray.label.hand_labels import label_files
+    from squeez_ray.label.hand.labels import label_files
 
     return label_files(paths)
 
 
 def render(args: argparse.Namespace) -> int:
-    from squeez_ray.label.hand_batches import blind_sample, plan_batches, write_batches
-    from squeez_ray.label.hand_labels import read_label_rows
+    from squeez_ray.label.hand.batches import blind_sample, plan_batches, write_batches
+    from squeez_ray.label.hand.labels import read_label_rows
     from squeez_ray.collect.pool import read_pool
 
     pool = read_pool(args.pool)
@@ -70,7 +70,7 @@ def render(args: argparse.Namespace) -> int:
 
 
 def check(args: argparse.Namespace) -> int:
-    from squeez_ray.label.hand_labels import REVISION_PASSES, check_label_files, read_label_rows
+    from squeez_ray.label.hand.labels import REVISION_PASSES, check_label_files, read_label_rows
     from squeez_ray.collect.pool import read_pool
 
     files = _label_files(args.files)
@@ -94,9 +94,9 @@ def merge(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """Agreement (blind pass B vs pass A, rule teacher vs hand) and the datasheet, from the stored set."""
-    from squeez_ray.label.hand_agreement import blind_agreement, rule_agreement
+    from squeez_ray.label.hand.agreement import blind_agreement, rule_agreement
     from squeez_ray.dataset.datasheet import load_built, render_datasheet
-    from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.label.hand.labels import check_label_files
     from squeez_ray.collect.pool import read_pool
     from squeez_ray.io_utils import write_json_atomic, write_text_atomic
 

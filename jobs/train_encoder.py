@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import sys
 
-from squeez_ray.train.encoder_run import EncoderTrainConfig
+from squeez_ray.train.encoder.run import EncoderTrainConfig
 from squeez_ray.runner import Outcome, job_parser, run_job
 
 
 def work(config: EncoderTrainConfig, args) -> Outcome:
-    from squeez_ray.train.encoder_calibration import recalibrate
-    from squeez_ray.train.encoder_run import train_encoder
+    from squeez_ray.train.encoder.calibration import recalibrate
+    from squeez_ray.train.encoder.run import train_encoder
 
     if args.recalibrate:
         calibration = recalibrate(args.recalibrate, config.dev_data, config.target_recall, config.target_kept_share,

@@ -205,7 +205,7 @@ def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | N
 
 
 def _is_encoder_dir(model: str) -> bool:
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG
 
     return (Path(model).expanduser() / ENCODER_CONFIG).is_file()
 

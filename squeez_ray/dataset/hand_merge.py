@@ -25,7 +25,7 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
                  *, strict: bool = True, seed: int = 0, ray_address: str | None = None) -> dict[str, Any]:
     from squeez_ray.dataset.build import BuildConfig, build_from_examples, previous_splits
     from squeez_ray.dataset.qa import QAConfig
-    from squeez_ray.label.hand_labels import check_label_files
+    from squeez_ray.label.hand.labels import check_label_files
     from squeez_ray.collect.pool import read_pool, write_pool
     from squeez_ray.label.file_teacher import FileTeacherConfig
     from squeez_ray.label.job import LabelConfig, run_label

@@ -1,4 +1,4 @@
-"""Whether bfloat16 autocast pays on a device: encoder training (train/encoder_run.py) and torch scoring.
+"""Whether bfloat16 autocast pays on a device: encoder training (train/encoder/run.py) and torch scoring.
 
 bf16 autocast halves matmul cost only where the hardware has bf16 kernels: CUDA GPUs from Ampere on,
 and CPUs whose oneDNN has them (AVX512-BF16 / AMX natively, AVX512 by conversion). On an AVX2-only

@@ -51,7 +51,7 @@ BACKENDS: dict[str, str] = {
     "transformers": "squeez_ray.infer.hf_engine:build_transformers",
     "openai": "squeez_ray.infer.openai_engine:build_openai",
     "server": "squeez_ray.infer.server_client:build_server",
-    "encoder": "squeez_ray.infer.encoder_pruner:build_encoder",
+    "encoder": "squeez_ray.infer.encoder.pruner:build_encoder",
 }
 # What a backend needs besides the query and the output. The CLI, squeez eval, bulk evaluation and
 # Serve read these groups; none keeps a list of backend names of its own.

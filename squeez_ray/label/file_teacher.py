@@ -1,4 +1,4 @@
-"""A label file as the teacher: hand labels (``squeez_ray.label.hand_labels``) through the labelling pipeline.
+"""A label file as the teacher: hand labels (``squeez_ray.label.hand.labels``) through the labelling pipeline.
 
 ``teacher.engine=file`` replaces the engine rounds with a lookup: each observation gets the label
 rows written for it (its ``instance_id`` is the pool's ``output_id``), each becoming one example with
@@ -33,7 +33,7 @@ def load_labels(config: FileTeacherConfig) -> dict[str, list[dict[str, Any]]]:
     """Label rows of the chosen passes by output_id, in file order (JSON text, so Ray ships plain data)."""
     from pathlib import Path
 
-    from squeez_ray.label.hand_labels import example_key, label_files, read_label_rows
+    from squeez_ray.label.hand.labels import example_key, label_files, read_label_rows
     from squeez_ray.schema import DataError
 
     for path in map(Path, config.labels):

@@ -9,7 +9,7 @@ def build_tiny_encoder(out_dir: str | Path, *, seed: int = 0) -> Path:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from squeez_ray.infer.encoder_model import default_base_model
+    from squeez_ray.infer.encoder.model import default_base_model
 
     out = Path(out_dir)
     tokenizer = AutoTokenizer.from_pretrained(default_base_model())

@@ -63,7 +63,7 @@ def profile(pruner, query: str, output: str) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from squeez_ray.infer.encoder_scoring import encode_output
+    from squeez_ray.infer.encoder.scoring import encode_output
     from squeez_ray.infer.registry import build_pruner
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -51,7 +51,7 @@ def flops_per_token(config, context: int) -> float:
 
 
 def window_tokens(pruner, cases) -> tuple[int, int]:
-    from squeez_ray.infer.encoder_scoring import windows_for
+    from squeez_ray.infer.encoder.scoring import windows_for
 
     tokens = windows = 0
     for case in cases:
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from squeez_ray.infer.encoder_pruner import EncoderPruner
+    from squeez_ray.infer.encoder.pruner import EncoderPruner
     from squeez_ray.schema import read_examples
 
     print("load:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip(), flush=True)

@@ -104,7 +104,7 @@ def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp:
 
 def warm_and_bulk(name: str, pruner, cases: list[dict], probe: tuple[str, str], gflops: float,
                   config: dict | None, serial: bool) -> dict:
-    from squeez_ray.infer.encoder_scoring import windows_for
+    from squeez_ray.infer.encoder.scoring import windows_for
     from squeez_ray.evaluate.metrics import summarize
     from squeez_ray.evaluate.local import score_row
     from squeez_ray.infer.base import PruneRequest
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import tempfile
 
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
     from squeez_ray.schema import read_examples
 
     cases = read_examples(args.data)[: args.limit]
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(warm_and_bulk(f"onnx int8 {Path(model_dir).name}", pruner, cases, probe, gflops,
                                   model_config(model_dir), serial=True))
     if args.checkpoint and not args.quick:
-        from squeez_ray.infer.encoder_pruner import EncoderPruner
+        from squeez_ray.infer.encoder.pruner import EncoderPruner
 
         torch_pruner = EncoderPruner(args.checkpoint, dtype="bfloat16", threads=args.threads)
         rows.append(warm_and_bulk("torch bf16", torch_pruner, cases, probe, gflops, config, serial=True))

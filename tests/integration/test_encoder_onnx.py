@@ -28,9 +28,9 @@ HEAVY = ("torch", "transformers")
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     """(torch checkpoint, ONNX export) of a tiny random encoder whose threshold keeps about half the lines."""
-    from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
-    from squeez_ray.train.encoder_export import export_checkpoint
-    from squeez_ray.infer.encoder_scoring import score_lines
+    from squeez_ray.infer.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.train.encoder.export import export_checkpoint
+    from squeez_ray.infer.encoder.scoring import score_lines
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
     tmp = tmp_path_factory.mktemp("encoder-onnx")
@@ -46,8 +46,8 @@ def exported(tmp_path_factory):
 def test_line_tokenizer_cuts_the_same_tokens_as_transformers(exported):
     from transformers import AutoTokenizer
 
-    from squeez_ray.infer.encoder_model import EncoderSettings
-    from squeez_ray.infer.encoder_tokens import LineTokenizer
+    from squeez_ray.infer.encoder.model import EncoderSettings
+    from squeez_ray.infer.encoder.tokens import LineTokenizer
 
     checkpoint, onnx_dir = exported
     hf = AutoTokenizer.from_pretrained(checkpoint)
@@ -60,9 +60,9 @@ def test_line_tokenizer_cuts_the_same_tokens_as_transformers(exported):
 
 
 def test_onnx_fp32_scores_match_torch_and_int8_stays_close(exported):
-    from squeez_ray.infer.encoder_model import load_scorer
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.infer.encoder_scoring import score_lines
+    from squeez_ray.infer.encoder.model import load_scorer
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.scoring import score_lines
 
     checkpoint, onnx_dir = exported
     model, tokenizer, settings = load_scorer(checkpoint)
@@ -80,7 +80,7 @@ def test_int8_scores_of_an_output_do_not_depend_on_what_else_is_scored_with_it(e
     # Dynamic int8 quantises activations per tensor: batched with other outputs' windows (and their
     # padding), one output's scores moved by up to 0.26 on the shipped model. Serve batches concurrent
     # requests and bulk jobs batch a whole dataset, so a line's fate must not depend on its neighbours.
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
     _, onnx_dir = exported
     pruner = OnnxEncoderPruner(onnx_dir, tokens_per_batch=8192)  # asking to batch does not make int8 batch
@@ -113,8 +113,8 @@ def test_the_shipped_model_was_exported_with_plain_attention():
 
 def test_encoder_backend_picks_the_runtime_by_the_files(exported):
     from squeez_ray.infer.registry import build_pruner
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.infer.encoder_pruner import EncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.pruner import EncoderPruner
     from squeez_ray.infer.base import PruneRequest
 
     checkpoint, onnx_dir = exported
@@ -135,9 +135,9 @@ def test_int8_gets_its_own_dev_threshold_and_the_runtime_uses_it(exported, tmp_p
     # checkpoint's calibration); fp32 keeps the training threshold, an explicit threshold wins.
     import shutil
 
-    from squeez_ray.infer.encoder_model import EncoderSettings
-    from squeez_ray.train.encoder_calibration import calibrate_variant
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.model import EncoderSettings
+    from squeez_ray.train.encoder.calibration import calibrate_variant
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")
@@ -165,9 +165,9 @@ def test_a_new_window_overlap_drops_stale_thresholds_and_each_variant_is_recalib
     # under the training windows no longer apply, so they go and dev sets new ones for both files.
     import shutil
 
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.infer.encoder_scoring import windows_for
-    from squeez_ray.train.encoder_calibration import calibrate_variant, set_overlap
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.scoring import windows_for
+    from squeez_ray.train.encoder.calibration import calibrate_variant, set_overlap
 
     _, onnx_dir = exported
     folder = shutil.copytree(onnx_dir, tmp_path / "onnx")

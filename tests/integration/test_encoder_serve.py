@@ -24,9 +24,9 @@ LOG = "\n".join([f"tests/test_mod_{i}.py::test_case_{i} PASSED" for i in range(1
 
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
-    from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
-    from squeez_ray.train.encoder_export import export_into_checkpoint
-    from squeez_ray.infer.encoder_scoring import score_lines
+    from squeez_ray.infer.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.train.encoder.export import export_into_checkpoint
+    from squeez_ray.infer.encoder.scoring import score_lines
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
     tmp = tmp_path_factory.mktemp("encoder-serve")

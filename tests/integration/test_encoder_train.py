@@ -14,9 +14,9 @@ from squeez_ray.testing.tiny_encoder import one_error_examples
 def test_encoder_trains_on_ray_and_serves(ray_local, tmp_path):
     from squeez_ray.infer.registry import build_pruner
     from squeez_ray.config import load_config
-    from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
-    from squeez_ray.infer.encoder_scoring import score_lines
-    from squeez_ray.train.encoder_run import EncoderTrainConfig, train_encoder
+    from squeez_ray.infer.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.infer.encoder.scoring import score_lines
+    from squeez_ray.train.encoder.run import EncoderTrainConfig, train_encoder
     from squeez_ray.schema import write_examples
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 

@@ -28,8 +28,8 @@ def test_bench_encoder_prints_every_variant(tmp_path, capsys, public_cases_path)
 
 
 def test_bench_encoder_runtime_prints_cold_warm_and_the_extra_model(tmp_path, public_cases_path):
-    from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer
-    from squeez_ray.train.encoder_export import export_into_checkpoint
+    from squeez_ray.infer.encoder.model import EncoderSettings, load_scorer, save_scorer
+    from squeez_ray.train.encoder.export import export_into_checkpoint
     from squeez_ray.testing.tiny_encoder import build_tiny_encoder
 
     model, tokenizer, _ = load_scorer(build_tiny_encoder(tmp_path / "base"))

@@ -4,11 +4,11 @@ scoring only a subset of lines."""
 import numpy as np
 import pytest
 
-from squeez_ray.infer.block_decoder import BlockDecoder, decide_blocks
-from squeez_ray.infer.block_shortlist import shortlist
-from squeez_ray.infer.encoder_scoring import UNSCORED, score_encoded
-from squeez_ray.infer.encoder_windows import WindowSpec
-from squeez_ray.infer.evidence_blocks import MAX_BLOCK, block_spans
+from squeez_ray.infer.blocks.decoder import BlockDecoder, decide_blocks
+from squeez_ray.infer.blocks.shortlist import shortlist
+from squeez_ray.infer.encoder.scoring import UNSCORED, score_encoded
+from squeez_ray.infer.encoder.windows import WindowSpec
+from squeez_ray.infer.blocks.evidence import MAX_BLOCK, block_spans
 
 pytestmark = pytest.mark.unit
 
@@ -100,7 +100,7 @@ def test_scoring_a_subset_reads_only_those_lines():
         seen.append(int(mask.sum()))
         return np.full((ids.shape[0], n_lines), 0.7, dtype=np.float32)
 
-    from squeez_ray.infer.encoder_tokens import LineTokenizer
+    from squeez_ray.infer.encoder.tokens import LineTokenizer
 
     tokens = LineTokenizer.__new__(LineTokenizer)
     tokens.cls_id, tokens.sep_id, tokens.pad_id = 1, 2, 0
@@ -121,10 +121,10 @@ def test_fit_job_compares_decoders_on_dev_and_writes_a_model_that_loads(tmp_path
 
     import pandas as pd
 
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
     from squeez_ray.infer.registry import build_pruner
-    from squeez_ray.train import block_decoder_job as job
-    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id, score_to_cache
+    from squeez_ray.train.encoder import block_decoder_job as job
+    from squeez_ray.train.encoder.fusion_scores import claim_for_model, model_id, score_to_cache
 
     model = tmp_path / "model"
     shutil.copytree(DEFAULT_MODEL_DIR, model)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from squeez_ray.infer.encoder_scoring import select_lines
-from squeez_ray.infer.encoder_windows import WindowSpec, build_windows
-from squeez_ray.train.encoder_calibration import calibrate_threshold
+from squeez_ray.infer.encoder.scoring import select_lines
+from squeez_ray.infer.encoder.windows import WindowSpec, build_windows
+from squeez_ray.train.encoder.calibration import calibrate_threshold
 
 
 def test_windows_cover_every_line_and_respect_length():
@@ -64,7 +64,7 @@ def test_calibration_needs_positives():
 
 
 def test_line_labels_take_spans_as_ray_data_hands_them_over():
-    from squeez_ray.train.encoder_data import line_labels
+    from squeez_ray.train.encoder.data import line_labels
 
     spans = np.array([{"start_line": 2, "end_line": 3}, {"start_line": 6, "end_line": 6}], dtype=object)
     assert line_labels(7, spans).tolist() == [0, 1, 1, 0, 0, 1, 0]
@@ -73,7 +73,7 @@ def test_line_labels_take_spans_as_ray_data_hands_them_over():
 
 
 def test_calibration_curve_trades_recall_for_kept_lines():
-    from squeez_ray.train.encoder_calibration import calibration_curve
+    from squeez_ray.train.encoder.calibration import calibration_curve
 
     rng = np.random.default_rng(1)
     labels = [rng.random(300) < 0.1 for _ in range(10)]
@@ -86,7 +86,7 @@ def test_calibration_curve_trades_recall_for_kept_lines():
 
 
 def test_threshold_for_kept_share_keeps_that_share():
-    from squeez_ray.train.encoder_calibration import threshold_for_kept_share
+    from squeez_ray.train.encoder.calibration import threshold_for_kept_share
 
     rng = np.random.default_rng(2)
     labels = [rng.random(500) < 0.1 for _ in range(8)]
@@ -99,7 +99,7 @@ def test_threshold_for_kept_share_keeps_that_share():
 
 
 def test_ranking_auc_matches_pair_counting():
-    from squeez_ray.train.encoder_calibration import ranking_auc
+    from squeez_ray.train.encoder.calibration import ranking_auc
 
     rng = np.random.default_rng(3)
     scores = rng.integers(0, 5, size=60).astype(float)  # many ties
@@ -112,7 +112,7 @@ def test_ranking_auc_matches_pair_counting():
 
 
 def test_breakdown_by_tool_type_shows_the_weak_family():
-    from squeez_ray.train.encoder_calibration import breakdown_by_group
+    from squeez_ray.train.encoder.calibration import breakdown_by_group
 
     good = (np.array([0.9, 0.1, 0.2]), np.array([True, False, False]))
     weak = (np.array([0.2, 0.9, 0.1]), np.array([True, False, False]))
@@ -125,7 +125,7 @@ def test_breakdown_by_tool_type_shows_the_weak_family():
 def test_f1_calibration_counts_each_example_once_and_respects_the_kept_share():
     import numpy as np
 
-    from squeez_ray.train.encoder_calibration import threshold_for_best_f1
+    from squeez_ray.train.encoder.calibration import threshold_for_best_f1
 
     # Two positives whose gold line scores 0.9, one negative whose best line scores 0.5, one long
     # output (100 lines) with a gold line at 0.7 and noise below 0.6.

@@ -10,10 +10,10 @@ import shutil
 import numpy as np
 import pytest
 
-from squeez_ray.infer.encoder_fusion import FUSION_FILE, FusionModel, load_fusion
-from squeez_ray.infer.encoder_fusion_features import FEATURES, FEATURES_VERSION
-from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
-from squeez_ray.train.encoder_fusion_fit import fit_logistic
+from squeez_ray.infer.encoder.fusion import FUSION_FILE, FusionModel, load_fusion
+from squeez_ray.infer.encoder.fusion_features import FEATURES, FEATURES_VERSION
+from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
+from squeez_ray.train.encoder.fusion_fit import fit_logistic
 
 
 def _model(features=("enc_logit", "any_exact")) -> FusionModel:
@@ -53,13 +53,13 @@ def test_fit_learns_that_an_exact_hit_matters():
 
 @pytest.fixture(scope="module")
 def shipped():
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
     return OnnxEncoderPruner(DEFAULT_MODEL_DIR)
 
 
 def test_a_model_dir_without_fusion_scores_as_the_encoder_alone(tmp_path, shipped):
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
     plain = tmp_path / "plain"
     shutil.copytree(DEFAULT_MODEL_DIR, plain)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from squeez_ray.infer.encoder_blocks import block_ids
-from squeez_ray.infer.encoder_fusion_features import (
+from squeez_ray.infer.encoder.blocks import block_ids
+from squeez_ray.infer.encoder.fusion_features import (
     FEATURES,
     line_features,
     subwords,

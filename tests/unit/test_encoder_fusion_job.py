@@ -31,7 +31,7 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
     sys.path.insert(0, str(REPO / "jobs"))
     from fit_fusion import main
 
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
     pd.DataFrame(_rows("t", 12)).to_parquet(tmp_path / "train.parquet")
     pd.DataFrame(_rows("d", 6)).to_parquet(tmp_path / "dev.parquet")
@@ -40,7 +40,7 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
             str(tmp_path / "report.json"), "--recall-target", "0.5", "--min-compression", "0.3", "--kinds", "logistic,trees-monotone",
             "--model", str(REPO / "tests" / "fixtures" / "no_such_model")]
     assert main(args) == 2  # a missing model is a one-line error
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
 
     plain = tmp_path / "plain"
     import shutil
@@ -86,7 +86,7 @@ def test_fit_fusion_job_caches_scores_compares_and_writes_a_loadable_model(tmp_p
 def test_the_encoders_own_outputs_are_left_out_by_text_not_by_id(tmp_path):
     """A later labelling round asks new queries of outputs the encoder trained on, under new ids: the
     encoder's scores there are over-confident, so the fit must not see those outputs at all."""
-    from squeez_ray.train.encoder_fusion_job import _rows as fit_rows
+    from squeez_ray.train.encoder.fusion_job import _rows as fit_rows
 
     seen = _rows("old", 1)[0]
     fresh = {**_rows("new", 2)[1], "tool_output": "collected 2 items\nE   assert 0 == 1"}
@@ -104,8 +104,8 @@ def test_monotone_trees_never_score_a_line_lower_for_more_evidence():
     constraint would be untested)."""
     import numpy as np
 
-    from squeez_ray.infer.encoder_fusion_features import FEATURES
-    from squeez_ray.train.encoder_fusion_fit import fit_trees
+    from squeez_ray.infer.encoder.fusion_features import FEATURES
+    from squeez_ray.train.encoder.fusion_fit import fit_trees
 
     rng = np.random.default_rng(0)
     features = ("enc_logit", "exact_hits", "line_len")
@@ -138,7 +138,7 @@ def test_the_score_cache_resumes_by_instance_id_not_chunk_position(tmp_path):
     import numpy as np
     import pytest
 
-    from squeez_ray.train.encoder_fusion_scores import read_cache, score_to_cache
+    from squeez_ray.train.encoder.fusion_scores import read_cache, score_to_cache
 
     scored: list[str] = []
 
@@ -171,8 +171,8 @@ def test_the_cache_is_claimed_by_what_decides_encoder_scores_not_by_thresholds(t
     other windows or other weights are another model, refused."""
     import shutil
 
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
-    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.train.encoder.fusion_scores import claim_for_model, model_id
 
     model = tmp_path / "model"
     shutil.copytree(DEFAULT_MODEL_DIR, model)

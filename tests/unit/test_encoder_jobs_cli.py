@@ -30,7 +30,7 @@ def test_bad_override_is_a_config_error(capsys):
 
 def test_every_encoder_config_loads_and_validates():
     from squeez_ray.config import load_config
-    from squeez_ray.train.encoder_run import EncoderTrainConfig
+    from squeez_ray.train.encoder.run import EncoderTrainConfig
 
     configs = sorted([*(REPO / "jobs" / "configs").glob("encoder_minilm*.yaml"),
                       *(REPO / "jobs" / "configs").glob("encoder_v*.yaml")])
@@ -45,7 +45,7 @@ def test_every_encoder_config_loads_and_validates():
 def test_base_model_paths_resolve_on_the_driver(tmp_path, monkeypatch):
     import pytest
 
-    from squeez_ray.train.encoder_run import _resolve_base_model
+    from squeez_ray.train.encoder.run import _resolve_base_model
 
     (tmp_path / "runs" / "encoder" / "minilm").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
@@ -57,7 +57,7 @@ def test_base_model_paths_resolve_on_the_driver(tmp_path, monkeypatch):
 
 
 def test_the_model_card_records_the_base_model_as_configured_not_the_trainers_absolute_path(tmp_path):
-    from squeez_ray.train import encoder_ship as ship
+    from squeez_ray.train.encoder import ship as ship
 
     checkpoint, export = tmp_path / "ckpt", tmp_path / "export"
     checkpoint.mkdir()

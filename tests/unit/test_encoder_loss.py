@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from squeez_ray.train.encoder_loss import line_loss  # noqa: E402 - after the torch skip
+from squeez_ray.train.encoder.loss import line_loss  # noqa: E402 - after the torch skip
 
 F = torch.nn.functional
 LABELS = torch.tensor([[1.0, 0.0, 0.0, -1.0], [0.0, 1.0, -1.0, -1.0]])  # -1: padding rows of short windows

@@ -7,9 +7,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from squeez_ray.infer.encoder_model import EncoderSettings, load_scorer, save_scorer  # noqa: E402
-from squeez_ray.infer.encoder_scoring import score_lines, windows_for  # noqa: E402
-from squeez_ray.infer.encoder_windows import WindowSpec, window_batch_tensors  # noqa: E402
+from squeez_ray.infer.encoder.model import EncoderSettings, load_scorer, save_scorer  # noqa: E402
+from squeez_ray.infer.encoder.scoring import score_lines, windows_for  # noqa: E402
+from squeez_ray.infer.encoder.windows import WindowSpec, window_batch_tensors  # noqa: E402
 
 OUTPUT = "\n".join(["def alpha():", "    return 1", "", "class Beta:", "    pass", "x = alpha()", "print(x)"])
 
@@ -82,7 +82,7 @@ def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tm
     import json
 
     from squeez_ray.schema import write_examples
-    from squeez_ray.train.encoder_calibration import recalibrate
+    from squeez_ray.train.encoder.calibration import recalibrate
 
     model, tokenizer, _ = load_scorer(tiny_encoder)
     save_scorer(model, tokenizer, EncoderSettings(threshold=0.0, base_model="tiny"), tmp_path / "ckpt")
@@ -104,7 +104,7 @@ def test_recalibrate_moves_the_stored_threshold_to_a_kept_share(tiny_encoder, tm
 def test_encoder_loads_without_the_unused_pooler(tiny_encoder, tiny_qwen3_dir):
     from transformers import AutoModel
 
-    from squeez_ray.infer.encoder_model import _load_encoder
+    from squeez_ray.infer.encoder.model import _load_encoder
 
     # BERT-likes drop the sentence pooler at load (checkpoints are saved without it)...
     assert _load_encoder(AutoModel, tiny_encoder).pooler is None
@@ -118,7 +118,7 @@ def test_scoring_stops_between_passes_once_its_caller_has_gone(tiny_encoder):
     import asyncio
 
     from squeez_ray.infer.cancel import Cancelled, cancel_when
-    from squeez_ray.infer.encoder_scoring import score_windows
+    from squeez_ray.infer.encoder.scoring import score_windows
 
     _, tokenizer, _ = load_scorer(tiny_encoder)
     spec = WindowSpec(max_length=64, overlap_lines=3)

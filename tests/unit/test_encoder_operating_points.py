@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from squeez_ray.infer.base import PruneRequest
-from squeez_ray.infer.encoder_operating_points import (
+from squeez_ray.infer.encoder.operating_points import (
     cap_kept_lines,
     threshold_for_recall,
 )
-from squeez_ray.train.encoder_operating_curve import (
+from squeez_ray.train.encoder.operating_curve import (
     operating_curve,
     recall_first_target,
 )
@@ -83,7 +83,7 @@ def test_kept_lines_budget_keeps_the_best_scoring_in_source_order():
 @pytest.fixture(scope="module")
 def shipped_copy(tmp_path_factory):
     """The shipped encoder with a made-up curve (the real one is measured on dev by the job)."""
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
 
     target = tmp_path_factory.mktemp("enc") / "model"
     shutil.copytree(DEFAULT_MODEL_DIR, target)
@@ -137,7 +137,7 @@ def test_calibrate_job_measures_the_curve_on_dev_and_sets_the_default(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "jobs"))
     from calibrate_encoder import main
 
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
 
     model = tmp_path / "model"
     shutil.copytree(DEFAULT_MODEL_DIR, model)

@@ -23,7 +23,7 @@ def _export(tmp_path, fusion: bool):
 
 @pytest.mark.parametrize("fusion", [False, True])
 def test_install_replaces_the_model_folder_with_the_shipped_files_readable_by_all(tmp_path, fusion):
-    from squeez_ray.train.encoder_ship import install
+    from squeez_ray.train.encoder.ship import install
 
     target = tmp_path / "pkg" / "default"
     target.mkdir(parents=True)

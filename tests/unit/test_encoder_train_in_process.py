@@ -51,8 +51,8 @@ def _run(tmp_path: Path, base: Path, *overrides: str) -> subprocess.CompletedPro
 
 
 def test_encoder_trains_in_process_without_ray(tiny_base, tmp_path):
-    from squeez_ray.infer.encoder_model import load_scorer
-    from squeez_ray.infer.encoder_scoring import score_lines
+    from squeez_ray.infer.encoder.model import load_scorer
+    from squeez_ray.infer.encoder.scoring import score_lines
 
     done = _run(tmp_path, tiny_base, "num_workers=1", "batch_size=4")
     assert done.returncode == 0, done.stderr[-3000:]

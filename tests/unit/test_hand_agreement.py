@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from squeez_ray.label.hand_agreement import blind_agreement
+from squeez_ray.label.hand.agreement import blind_agreement
 
 POOL = {"o1": {"family": "read_file"}, "o2": {"family": "grep"}}
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from squeez_ray.label.hand_batches import plan_batches
-from squeez_ray.label.hand_labels import check_label, check_label_files
+from squeez_ray.label.hand.batches import plan_batches
+from squeez_ray.label.hand.labels import check_label, check_label_files
 from squeez_ray.collect.pool import check_pool_row, make_output_id, read_pool, write_pool
-from squeez_ray.label.hand_render import render_output
+from squeez_ray.label.hand.render import render_output
 from squeez_ray.collect.sources.reserved import is_reserved, reserved_use
 from squeez_ray.label.file_teacher import INVALID_LABEL, NO_LABEL, file_label
 from squeez_ray.label.stages import WORKING_DEFAULTS
@@ -221,8 +221,8 @@ def test_ecosystem_collector_rows_are_pool_rows_and_short_outputs_are_dropped(tm
 
 
 def test_blind_sample_spreads_over_families_and_renders_its_queries():
-    from squeez_ray.label.hand_batches import blind_sample
-    from squeez_ray.label.hand_render import render_batch
+    from squeez_ray.label.hand.batches import blind_sample
+    from squeez_ray.label.hand.render import render_batch
 
     rows = [pool_row(output=OUTPUT + f"\nextra {i}", family=f) for i, f in enumerate(["lint"] * 5 + ["grep"] * 5)]
     pool = {r["output_id"]: r for r in rows}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from squeez_ray.dataset.datasheet import load_built, summarise
-from squeez_ray.label.hand_labels import check_label_files
+from squeez_ray.label.hand.labels import check_label_files
 from squeez_ray.collect.pool import FAMILIES, check_digest, read_pool
 from squeez_ray.collect.sources.reserved import reserved_use
 

@@ -1,52 +1,19 @@
-"""The house's rules, checked from the code (docs/ARCHITECTURE.md): moved modules keep their old import
-paths for one release; production code never imports the test helpers; no module outgrows 400 lines;
+"""The house's rules, checked from the code (docs/ARCHITECTURE.md): production code never imports the test helpers; no module outgrows 400 lines;
 imports run one way (no circle of modules, no two rooms that import each other); library modules have
 no ``__main__`` block (entry points live in jobs/); backend names are listed in infer/registry.py only."""
 
 from __future__ import annotations
 
 import ast
-import importlib
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
-from squeez_ray._moved import DISSOLVED, MOVED
 from squeez_ray.infer.registry import BACKENDS
 
 REPO = Path(__file__).resolve().parents[2]
 PRODUCTION = [*sorted((REPO / "squeez_ray").rglob("*.py")), *sorted((REPO / "jobs").glob("*.py"))]
-
-
-@pytest.mark.parametrize("old, new", sorted(MOVED.items()))
-def test_an_old_import_path_is_the_new_module(old, new):
-    assert importlib.import_module(old) is importlib.import_module(new)
-    assert not (REPO / (old.replace(".", "/") + ".py")).exists()  # no file there: git follows the move
-
-
-@pytest.mark.parametrize("old", sorted(DISSOLVED))
-def test_a_dissolved_package_still_imports_its_old_submodules(old):
-    assert not (REPO / old.replace(".", "/")).exists(), \
-        f"{old} was dissolved: move what a merge put there into its stage's room and name it in MOVED"
-    submodules = sorted(name for name in MOVED if name.startswith(old + "."))
-    assert submodules
-    package = importlib.import_module(old)
-    first = submodules[0].rpartition(".")[2]
-    assert getattr(__import__(old, fromlist=[first]), first) is importlib.import_module(MOVED[submodules[0]])
-    assert package.__doc__.startswith("Moved:")
-
-
-def test_from_import_of_an_old_name_works():
-    from squeez_ray import backends
-    from squeez_ray.infer import registry, settings
-    from squeez_ray.infer.prompt import PROMPT_FORMAT
-
-    from squeez_ray.cli import settings as new_settings
-    from squeez_ray.prompt import PROMPT_FORMAT as new_format
-
-    assert backends is registry and settings is new_settings and PROMPT_FORMAT == new_format
 
 
 def test_python_dash_m_runs_the_command():

@@ -30,7 +30,7 @@ def _config_classes() -> dict[str, type]:
     from squeez_ray.dataset.build import BuildConfig
     from squeez_ray.dataset.synthesize import SynthesizeConfig
     from squeez_ray.dataset.encoder_corpus import EncoderDataConfig
-    from squeez_ray.train.encoder_run import EncoderTrainConfig
+    from squeez_ray.train.encoder.run import EncoderTrainConfig
     from squeez_ray.label.job import LabelConfig
     from squeez_ray.quickstart import QuickstartConfig
     from squeez_ray.train.config import TrainConfig

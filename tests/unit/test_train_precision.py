@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from squeez_ray.infer import encoder_scoring
+from squeez_ray.infer.encoder import scoring as encoder_scoring
 from squeez_ray.infer import precision
-from squeez_ray.train.encoder_run import EncoderTrainConfig
+from squeez_ray.train.encoder.run import EncoderTrainConfig
 
 
 @pytest.mark.parametrize("fast", [True, False])

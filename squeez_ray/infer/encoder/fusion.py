@@ -1,6 +1,6 @@
 """The learned fusion of encoder, lexical and block evidence, applied after encoder scoring (numpy only).
 
-A model directory may hold ``fusion.json`` (written by ``squeez_ray/train/encoder_fusion_fit.py``): a
+A model directory may hold ``fusion.json`` (written by ``squeez_ray/train/encoder/fusion_fit.py``): a
 logistic regression over ``encoder_fusion_features.FEATURES`` (standardised) or a small gradient-boosted
 tree ensemble stored as plain node arrays (``TreeFusionModel``), named in
 ``squeez_encoder.json`` as ``fusion: {"file", "version", "features"}``. When present, the runtime turns
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion_features import (
+from squeez_ray.infer.encoder.fusion_features import (
     FEATURES,
     FEATURES_VERSION,
     line_features,

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from squeez_ray.infer.encoder_model import ENCODER_CONFIG
-from squeez_ray.infer.encoder_onnx import TOKENIZER_FILE
+from squeez_ray.infer.encoder.model import ENCODER_CONFIG
+from squeez_ray.infer.encoder.onnx_runtime import TOKENIZER_FILE
 from squeez_ray.io_utils import atomic_path
 
 CHUNK = 25  # examples per cache file: a killed run loses at most this many examples' work

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 
-from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
+from squeez_ray.infer.encoder.scoring_pruner import ScoringPruner
 from squeez_ray.infer.registry import BackendOptions
 
 DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "default"
@@ -27,11 +27,11 @@ class EncoderPruner(ScoringPruner):
                  engine_kwargs: dict | None = None):
         import torch
 
-        from squeez_ray.infer.encoder_model import load_scorer
+        from squeez_ray.infer.encoder.model import load_scorer
 
         if threads:
             torch.set_num_threads(threads)
-        from squeez_ray.infer.encoder_fusion import load_fusion
+        from squeez_ray.infer.encoder.fusion import load_fusion
 
         self.model, self.tokenizer, self.settings = load_scorer(model_dir)
         self.fusion = load_fusion(model_dir, self.settings.fusion)
@@ -46,7 +46,7 @@ class EncoderPruner(ScoringPruner):
                                     max_kept_lines=max_kept_lines)
         self.tokens_per_batch = tokens_per_batch
         self.name = f"encoder:{Path(model_dir).name}"
-        from squeez_ray.infer.encoder_scoring import torch_forward
+        from squeez_ray.infer.encoder.scoring import torch_forward
 
         self._forward = torch_forward(self.model, self.dtype)
 
@@ -64,7 +64,7 @@ def resolve_model_dir(model: str | None) -> Path:
 
 
 def build_encoder(options: BackendOptions) -> ScoringPruner:
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner, has_onnx
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner, has_onnx
 
     model_dir = resolve_model_dir(options.model)
     engine = {k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")}

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion import load_fusion
-from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
-from squeez_ray.infer.encoder_scoring import Forward
-from squeez_ray.infer.encoder_scoring_pruner import ScoringPruner
-from squeez_ray.infer.encoder_tokens import LineTokenizer
+from squeez_ray.infer.encoder.fusion import load_fusion
+from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings
+from squeez_ray.infer.encoder.scoring import Forward
+from squeez_ray.infer.encoder.scoring_pruner import ScoringPruner
+from squeez_ray.infer.encoder.tokens import LineTokenizer
 
-# the files an exported model folder holds (``train/encoder_export`` writes them)
+# the files an exported model folder holds (``train/encoder/export`` writes them)
 ONNX_FP32 = "model.onnx"
 ONNX_INT8 = "model.int8.onnx"
 TOKENIZER_FILE = "tokenizer.json"

@@ -21,10 +21,10 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.block_decoder import BlockDecoder, decide_blocks
-from squeez_ray.infer.block_shortlist import shortlist
-from squeez_ray.infer.encoder_scoring import UNSCORED, select_lines
-from squeez_ray.infer.evidence_blocks import block_spans
+from squeez_ray.infer.blocks.decoder import BlockDecoder, decide_blocks
+from squeez_ray.infer.blocks.shortlist import shortlist
+from squeez_ray.infer.encoder.scoring import UNSCORED, select_lines
+from squeez_ray.infer.blocks.evidence import block_spans
 
 
 

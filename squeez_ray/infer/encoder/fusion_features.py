@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from squeez_ray.infer.encoder_blocks import block_ids
+from squeez_ray.infer.encoder.blocks import block_ids
 
 FEATURES_VERSION = 1
 FEATURES = (

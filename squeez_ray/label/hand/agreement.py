@@ -35,7 +35,7 @@ def _key(row: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def blind_agreement(labels: Sequence[Mapping[str, Any]], pool: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    from squeez_ray.label.hand_labels import REVISION_PASSES
+    from squeez_ray.label.hand.labels import REVISION_PASSES
 
     first = {_key(r): r for r in labels if r.get("pass") == "A"}
     revised = {_key(r): r for r in labels if r.get("pass") in REVISION_PASSES and _key(r) in first}

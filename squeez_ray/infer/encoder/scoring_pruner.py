@@ -37,7 +37,7 @@ class ScoringPruner(Pruner):
     settings = None
     curve: list = []  # the variant's dev operating curve (recall target -> threshold)
     max_kept_lines: int | None = None
-    fusion = None  # the model's learned lexical/block stage (infer/encoder_fusion.py), if it ships one
+    fusion = None  # the model's learned lexical/block stage (infer/encoder/fusion.py), if it ships one
     block_decoder = None  # BlockDecoder when the model decides evidence blocks (see the module docstring)
     shortlist_tokens: int | None = None  # line tokens the encoder reads per output (None: every line), either decoder
     tokens_per_batch = 8192
@@ -48,7 +48,7 @@ class ScoringPruner(Pruner):
         """The decoder in force: the model's ``block_decoder`` unless ``engine_kwargs`` say ``decoder: lines``;
         the shortlist budget: the model's ``shortlist_tokens`` unless ``engine_kwargs`` give one (0: score
         every line). Either decoder can read a shortlist."""
-        from squeez_ray.infer.block_decoder import BlockDecoder
+        from squeez_ray.infer.blocks.decoder import BlockDecoder
 
         options = dict(engine_kwargs or {})
         decoder = options.get("decoder", "blocks" if self.settings.block_decoder else "lines")
@@ -67,7 +67,7 @@ class ScoringPruner(Pruner):
                                max_kept_lines: int | None) -> None:
         """The threshold in force: an explicit one, else the dev curve's point for ``recall_target``, else
         the checkpoint's default recall target, else the variant's own dev calibration."""
-        from squeez_ray.infer.encoder_operating_points import check_knobs, threshold_for_recall
+        from squeez_ray.infer.encoder.operating_points import check_knobs, threshold_for_recall
 
         check_knobs(recall_target, max_kept_lines)
         if threshold is not None and recall_target is not None:
@@ -91,23 +91,23 @@ class ScoringPruner(Pruner):
 
     def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
         """The encoder's own keep-probabilities of every line, before any fusion."""
-        from squeez_ray.infer.encoder_scoring import score_windows
+        from squeez_ray.infer.encoder.scoring import score_windows
 
         return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
                              tokens_per_batch=self.tokens_per_batch)
 
     def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
         """The scores the operating point applies to: the encoder's, through the model's fusion if it has one."""
-        from squeez_ray.infer.encoder_fusion import fuse_all
+        from squeez_ray.infer.encoder.fusion import fuse_all
 
         return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))
 
     def block_scores(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
         """Per pair: fused scores (lines the shortlist left out scored as ``UNSCORED``) and evidence blocks."""
-        from squeez_ray.infer.block_shortlist import shortlist
-        from squeez_ray.infer.encoder_fusion_features import line_terms_of
-        from squeez_ray.infer.encoder_scoring import encode_output, score_encoded
-        from squeez_ray.infer.evidence_blocks import block_spans
+        from squeez_ray.infer.blocks.shortlist import shortlist
+        from squeez_ray.infer.encoder.fusion_features import line_terms_of
+        from squeez_ray.infer.encoder.scoring import encode_output, score_encoded
+        from squeez_ray.infer.blocks.evidence import block_spans
 
         spec = self.settings.window
         encoded, spans, terms = [], [], []
@@ -129,15 +129,15 @@ class ScoringPruner(Pruner):
         return list(zip(fused, spans))
 
     def kept_lines(self, scores: np.ndarray, blocks, threshold: float) -> list[int]:
-        from squeez_ray.infer.block_decoder import decide_blocks
-        from squeez_ray.infer.encoder_scoring import select_lines
+        from squeez_ray.infer.blocks.decoder import decide_blocks
+        from squeez_ray.infer.encoder.scoring import select_lines
 
         if self.block_decoder is None:
             return select_lines(scores, threshold, self.settings.bridge_gap)
         return decide_blocks(scores, blocks, threshold, self.block_decoder)
 
     def _prune_batch(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        from squeez_ray.infer.encoder_operating_points import cap_kept_lines, check_knobs, threshold_for_recall
+        from squeez_ray.infer.encoder.operating_points import cap_kept_lines, check_knobs, threshold_for_recall
 
         started = time.perf_counter()
         pairs = [(r.query, r.tool_output) for r in requests]

@@ -16,7 +16,7 @@ evidence blocks (``evidence_blocks.block_spans``):
 Blocks are chosen by score, never widened by rule: a block no line of which scores is never kept, and a
 kept block keeps only the run its own lines' scores span. The threshold comes from the model's dev
 curve for the block decoder (a recall target, as before); the three shape parameters are fitted on dev
-by ``train/block_decoder_fit.py`` and stored in ``squeez_encoder.json`` as ``block_decoder``.
+by ``train/encoder/block_decoder_fit.py`` and stored in ``squeez_encoder.json`` as ``block_decoder``.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.label.hand_render import render_batch
+from squeez_ray.label.hand.render import render_batch
 from squeez_ray.io_utils import write_text_atomic
 
 

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion_features import QUERY_CHARS, STOPWORDS, bm25, line_terms_of, symbols, terms
+from squeez_ray.infer.encoder.fusion_features import QUERY_CHARS, STOPWORDS, bm25, line_terms_of, symbols, terms
 
 # line tokens the encoder reads per call before it stops widening the shortlist (~3 windows of 512)
 DEFAULT_TOKEN_BUDGET = 1536

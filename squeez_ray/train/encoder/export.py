@@ -1,5 +1,5 @@
 """Export a trained encoder checkpoint to ONNX: encoder + line head + sigmoid as one graph, plus an
-int8 dynamically quantised copy, with everything the torch-free runtime (``infer/encoder_onnx``) reads.
+int8 dynamically quantised copy, with everything the torch-free runtime (``infer/encoder/onnx_runtime``) reads.
 
 An exported directory holds:
 
@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.encoder_onnx import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+from squeez_ray.infer.encoder.onnx_runtime import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
 INPUT_NAMES = ["input_ids", "attention_mask", "token_type_ids", "line_of_token", "lines"]
 OPSET = 18
@@ -49,7 +49,7 @@ def _example_inputs():
     """Two windows of different lengths (padding present), so no axis is specialised to a constant."""
     import torch
 
-    from squeez_ray.infer.encoder_windows import pad_windows
+    from squeez_ray.infer.encoder.windows import pad_windows
 
     rows = [[101, 2054, 102, 7, 8, 102, 9, 102, 10, 11, 12, 102], [101, 2054, 102, 7, 102, 9, 102]]
     types = [[0, 0, 0] + [1] * (len(r) - 3) for r in rows]
@@ -101,8 +101,8 @@ def export_checkpoint(checkpoint: str | Path, out_dir: str | Path, *, int8: bool
     into place). Returns what was written, with sizes."""
     import torch
 
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, load_scorer
-    from squeez_ray.infer.encoder_tokens import line_tokenizer
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.infer.encoder.tokens import line_tokenizer
 
     checkpoint, out = Path(checkpoint), Path(out_dir)
     if not (checkpoint / ENCODER_CONFIG).exists():

@@ -11,8 +11,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from squeez_ray.infer.cancel import raise_if_cancelled
-from squeez_ray.infer.encoder_tokens import line_tokenizer
-from squeez_ray.infer.encoder_windows import Window, WindowSpec, build_windows, pad_windows_np
+from squeez_ray.infer.encoder.tokens import line_tokenizer
+from squeez_ray.infer.encoder.windows import Window, WindowSpec, build_windows, pad_windows_np
 
 # forward(input_ids, attention_mask, token_type_ids, line_of_token, n_lines) -> (B, >= n_lines) keep-probabilities;
 # the arrays are int64 numpy. The torch and the ONNX runtimes each supply one; all else is shared.

@@ -17,8 +17,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from squeez_ray.evaluate.metrics import line_index_scores
-from squeez_ray.infer.encoder_scoring import select_lines
-from squeez_ray.infer.encoder_windows import WindowSpec
+from squeez_ray.infer.encoder.scoring import select_lines
+from squeez_ray.infer.encoder.windows import WindowSpec
 
 
 def calibrate_threshold(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], target_recall: float) -> dict[str, float]:
@@ -151,8 +151,8 @@ def calibrate_on_dev(model: Any, tokenizer: Any, window: WindowSpec, dev_rows: l
     """Score the dev split once: the threshold for ``target_recall`` (or ``target_kept_share`` when
     set, or the best dev F1 under that kept share for ``objective="f1"``), the whole dev curve, the
     ranking AUC, and the same per tool type."""
-    from squeez_ray.infer.encoder_scoring import score_lines
-    from squeez_ray.train.encoder_data import line_labels
+    from squeez_ray.infer.encoder.scoring import score_lines
+    from squeez_ray.train.encoder.data import line_labels
 
     scores = score_lines(model, tokenizer, window, [(r["query"], r["tool_output"]) for r in dev_rows])
     labels = [line_labels(len(s), r.get("gold_spans")) for s, r in zip(scores, dev_rows)]
@@ -174,7 +174,7 @@ def recalibrate(model_dir: str | Path, dev_data: str, target_recall: float,
 
     Rewrites ``squeez_encoder.json`` atomically and records the change in ``manifest.json``.
     """
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, load_scorer
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, load_scorer
     from squeez_ray.io_utils import write_json_atomic
     from squeez_ray.schema import read_examples
 
@@ -205,7 +205,7 @@ def set_overlap(export_dir: str | Path, overlap_lines: int) -> dict[str, Any]:
     thresholds calibrated under the old windows no longer apply, so the caller recalibrates every
     variant on dev afterwards (``calibrate_variant``); the old ones are dropped here, never kept stale.
     """
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings
     from squeez_ray.io_utils import write_json_atomic
 
     if overlap_lines < 0:
@@ -232,11 +232,11 @@ def calibrate_variant(model_dir: str | Path, dev_rows: Sequence[Mapping[str, Any
     ``variant_thresholds`` with the variant's dev recall curve (``operating_points``), atomically;
     returns the calibration point.
     """
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
     from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.train.encoder_data import line_labels
-    from squeez_ray.train.encoder_operating_curve import operating_curve
+    from squeez_ray.train.encoder.data import line_labels
+    from squeez_ray.train.encoder.operating_curve import operating_curve
 
     model_dir = Path(model_dir)
     if not dev_rows:

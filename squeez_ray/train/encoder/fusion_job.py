@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion_features import FEATURES, LEXICAL
+from squeez_ray.infer.encoder.fusion_features import FEATURES, LEXICAL
 from squeez_ray.io_utils import atomic_dir
 
 ENCODER_ONLY = ("enc_logit", "enc_rank", "enc_gap_to_max", "log_lines")
@@ -46,7 +46,7 @@ def _rows(path: str, *, limit: int | None, max_lines: int | None, exclude: str |
 
 
 def _cached(rows, cache_dir: Path, score) -> dict[str, np.ndarray]:
-    from squeez_ray.train.encoder_fusion_scores import read_cache, score_to_cache
+    from squeez_ray.train.encoder.fusion_scores import read_cache, score_to_cache
 
     if score is not None:
         score_to_cache(score, [(r["instance_id"], r["query"], r["tool_output"]) for r in rows], cache_dir)
@@ -54,11 +54,11 @@ def _cached(rows, cache_dir: Path, score) -> dict[str, np.ndarray]:
 
 
 def run(args) -> dict[str, Any]:
-    from squeez_ray.infer.encoder_fusion import fuse_all  # noqa: F401 (the runtime applies the same model)
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
-    from squeez_ray.train import encoder_fusion_fit as fit
-    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id
+    from squeez_ray.infer.encoder.fusion import fuse_all  # noqa: F401 (the runtime applies the same model)
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.train.encoder import fusion_fit as fit
+    from squeez_ray.train.encoder.fusion_scores import claim_for_model, model_id
 
     model_dir = Path(args.model) if args.model else DEFAULT_MODEL_DIR
     settings = json.loads((model_dir / ENCODER_CONFIG).read_text())
@@ -68,7 +68,7 @@ def run(args) -> dict[str, Any]:
     dev_rows = _rows(args.dev_data, limit=args.max_dev, max_lines=None, exclude=None)
     scorer = None
     if not args.cached_only:
-        from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+        from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
 
         scorer = OnnxEncoderPruner(model_dir, threshold=0.5).encoder_scores
     cache = Path(args.cache)
@@ -134,7 +134,7 @@ def compare_and_write(args, model_dir: Path, settings, train_rows, train_cache, 
 
 def fit_combiner(kind: str, setting: float, xs, ys, features: tuple[str, ...]):
     """One combiner of ``COMBINERS``: logistic at L2 ``setting``, or (monotone) trees of depth ``setting``."""
-    from squeez_ray.train import encoder_fusion_fit as fit
+    from squeez_ray.train.encoder import fusion_fit as fit
 
     if kind == "logistic":
         return fit.fit_logistic(xs, ys, features, l2=setting)
@@ -146,7 +146,7 @@ def learning_curve(spec: tuple[str, float, tuple[str, ...]], used_train, x_train
     """The winning combiner (``spec``: kind, setting, features) refitted on a seeded share of the train
     *outputs* (all queries of an output stay together) and measured on the same dev rows: does more fusion
     data still help?"""
-    from squeez_ray.train import encoder_fusion_fit as fit
+    from squeez_ray.train.encoder import fusion_fit as fit
 
     kind, setting, features = spec
     outputs = sorted({str(r["tool_output"]) for r in used_train})
@@ -169,7 +169,7 @@ def _selection_key(summary) -> tuple[float, float]:
 
 
 def _own_threshold(settings) -> float:
-    from squeez_ray.infer.encoder_operating_points import threshold_for_recall
+    from squeez_ray.infer.encoder.operating_points import threshold_for_recall
 
     curve = settings.get("operating_points", {}).get("int8", [])
     target = settings.get("default_recall_target")
@@ -177,7 +177,7 @@ def _own_threshold(settings) -> float:
 
 
 def _at_threshold(scores, labels, bridge, threshold):
-    from squeez_ray.train import encoder_fusion_fit as fit
+    from squeez_ray.train.encoder import fusion_fit as fit
 
     return fit.points_at(scores, labels, bridge, [threshold])[0]
 
@@ -197,11 +197,11 @@ def write_fused_model(model_dir: Path, out: Path, model, fused_dev, y_dev, bridg
                       provenance: dict[str, Any]) -> None:
     """A copy of ``model_dir`` whose scores are the fusion's: fusion.json, and the int8 dev curve, default
     recall target and fallback threshold measured on the fused dev scores."""
-    from squeez_ray.infer.encoder_fusion import FUSION_FILE
-    from squeez_ray.infer.encoder_fusion_features import FEATURES_VERSION
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
-    from squeez_ray.train import encoder_fusion_fit as fit
-    from squeez_ray.train.encoder_operating_curve import (
+    from squeez_ray.infer.encoder.fusion import FUSION_FILE
+    from squeez_ray.infer.encoder.fusion_features import FEATURES_VERSION
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG
+    from squeez_ray.train.encoder import fusion_fit as fit
+    from squeez_ray.train.encoder.operating_curve import (
         operating_curve,
         recall_first_target,
     )
@@ -225,8 +225,8 @@ def write_fused_model(model_dir: Path, out: Path, model, fused_dev, y_dev, bridg
 
 def ship_fused(fused_dir: Path, report: dict[str, Any]) -> dict[str, Any]:
     """Install the fused directory as the package default, its card saying what was added and measured."""
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
-    from squeez_ray.train import encoder_ship as ship
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.train.encoder import ship as ship
 
     card_path = fused_dir / ship.CARD_FILE
     card = json.loads(card_path.read_text()) if card_path.is_file() else {}

@@ -89,10 +89,10 @@ def model_card(export_dir: Path, checkpoint: Path, variant: str, quality: Mappin
 
 def install(export_dir: Path, target: Path, variant: str, card: Mapping[str, Any]) -> dict[str, int]:
     """Copy one ONNX variant + tokenizer + settings + card into ``target`` (atomically replaced)."""
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG
-    from squeez_ray.infer.encoder_onnx import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG
+    from squeez_ray.infer.encoder.onnx_runtime import ONNX_FP32, ONNX_INT8, TOKENIZER_FILE
 
-    from squeez_ray.infer.encoder_fusion import FUSION_FILE
+    from squeez_ray.infer.encoder.fusion import FUSION_FILE
     from squeez_ray.io_utils import atomic_dir
 
     onnx_name = ONNX_INT8 if variant == "int8" else ONNX_FP32

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.train import block_decoder_fit as fit
+from squeez_ray.train.encoder import block_decoder_fit as fit
 
 BUDGETS = (768, 1024, 1536, 2048, 3072)
 
@@ -72,13 +72,13 @@ def by_family(examples, kept) -> dict[str, dict[str, float]]:
 
 
 def run(args) -> dict[str, Any]:
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
-    from squeez_ray.infer.encoder_operating_points import threshold_for_recall
-    from squeez_ray.infer.encoder_pruner import DEFAULT_MODEL_DIR
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.operating_points import threshold_for_recall
+    from squeez_ray.infer.encoder.pruner import DEFAULT_MODEL_DIR
     from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.train.encoder_fusion_scores import claim_for_model, model_id, read_cache, score_to_cache
-    from squeez_ray.train.encoder_operating_curve import CURVE_TARGETS
+    from squeez_ray.train.encoder.fusion_scores import claim_for_model, model_id, read_cache, score_to_cache
+    from squeez_ray.train.encoder.operating_curve import CURVE_TARGETS
 
     model_dir = Path(args.model) if args.model else DEFAULT_MODEL_DIR
     # the incumbent: per-line decisions over every line scored, at the model's own default point

@@ -3,7 +3,7 @@
 Measured the way the evaluation scores (METRICS.md): per example, gap bridging applied, recall averaged
 over the positive examples, compression over all of them. ``jobs/calibrate_encoder.py`` runs it on the
 dev split for each ONNX variant and sets the recall the model answers at by default; the run-time side
-(picking a threshold from the curve) is ``squeez_ray/infer/encoder_operating_points.py``.
+(picking a threshold from the curve) is ``squeez_ray/infer/encoder/operating_points.py``.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.encoder_operating_points import threshold_for_recall
+from squeez_ray.infer.encoder.operating_points import threshold_for_recall
 
 # The recall targets the stored curve answers; a target between two is served by the next one up.
 CURVE_TARGETS = tuple(round(0.3 + 0.05 * i, 2) for i in range(14))  # 0.30 ... 0.95
@@ -31,7 +31,7 @@ def measure_at(scores: Sequence[np.ndarray], gold: Sequence[set[int]], threshold
     """Mean per-example recall and precision (examples with gold), F1 and compression (all examples) and the
     share of negatives answered empty, keeping the lines the runtime keeps at ``threshold``."""
     from squeez_ray.evaluate.metrics import line_index_scores
-    from squeez_ray.infer.encoder_scoring import select_lines
+    from squeez_ray.infer.encoder.scoring import select_lines
 
     recalls, precisions, f1s, compressions, negatives_empty = [], [], [], [], []
     for s, g in zip(scores, gold):
@@ -93,10 +93,10 @@ def calibrate_operating_points(model_dir: str | Path, dev_rows: Sequence[Mapping
     (atomically; ``dev_rows=None`` keeps the stored curves), then set the recall target the default
     threshold is taken at: ``default_recall_target``, or with ``min_compression`` the highest target
     every variant reaches within that compression. Returns what was written."""
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings
-    from squeez_ray.infer.encoder_onnx import OnnxEncoderPruner
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings
+    from squeez_ray.infer.encoder.onnx_runtime import OnnxEncoderPruner
     from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.train.encoder_data import line_labels
+    from squeez_ray.train.encoder.data import line_labels
 
     model_dir = Path(model_dir)
     settings_path = model_dir / ENCODER_CONFIG

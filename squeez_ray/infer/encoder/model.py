@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.encoder_windows import WindowSpec
+from squeez_ray.infer.encoder.windows import WindowSpec
 
 ENCODER_CONFIG = "squeez_encoder.json"
 HEAD_FILE = "line_head.pt"
@@ -39,10 +39,10 @@ class EncoderSettings:
     default_recall_target: float | None = None
     # The learned fusion applied after encoder scoring ({"file": "fusion.json", "version", "features", ...};
     # empty: none, the encoder's probabilities are the scores). Thresholds and curves above are then the
-    # fused scores' (``infer/encoder_fusion.py``).
+    # fused scores' (``infer/encoder/fusion.py``).
     fusion: dict[str, Any] = field(default_factory=dict)
-    # The block-first decoder (``infer/block_decoder.py``: line_ratio, max_gap, max_blocks; empty: decide
-    # lines) and the encoder's token budget per output (``infer/block_shortlist.py``; None: score every
+    # The block-first decoder (``infer/blocks/decoder.py``: line_ratio, max_gap, max_blocks; empty: decide
+    # lines) and the encoder's token budget per output (``infer/blocks/shortlist.py``; None: score every
     # line). Its dev curve is ``operating_points["<variant>+blocks"]``.
     block_decoder: dict[str, Any] = field(default_factory=dict)
     shortlist_tokens: int | None = None

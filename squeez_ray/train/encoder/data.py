@@ -9,8 +9,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from squeez_ray.infer.encoder_scoring import windows_for
-from squeez_ray.infer.encoder_windows import WindowSpec
+from squeez_ray.infer.encoder.scoring import windows_for
+from squeez_ray.infer.encoder.windows import WindowSpec
 
 
 def line_labels(n_lines: int, gold_spans: Iterable[Any]) -> np.ndarray:
@@ -73,7 +73,7 @@ def collate(batch: dict[str, Any], pad_id: int):
     """A numpy batch of windows -> padded tensors plus a (B, L) label matrix with -1 for padding."""
     import torch
 
-    from squeez_ray.infer.encoder_windows import pad_windows
+    from squeez_ray.infer.encoder.windows import pad_windows
 
     ids, mask, types, owner = pad_windows(batch["input_ids"], batch["token_type_ids"], batch["line_of_token"], pad_id)
     labels = torch.full((len(batch["labels"]), max(len(x) for x in batch["labels"])), -1.0)

@@ -4,7 +4,7 @@ A line scorer keeps every line at or above a threshold; where that threshold sit
 what the agent needs survives (recall) and how much it reads (compression). An agent that loses
 evidence re-runs the command without squeez, so recall is a knob users turn: ``--recall-target 0.7``
 or a kept-lines budget, in the CLI, the config file and each Serve request. The dev curve these read
-is measured once at calibration (``squeez_ray/train/encoder_operating_curve.py``) and stored in
+is measured once at calibration (``squeez_ray/train/encoder/operating_curve.py``) and stored in
 ``squeez_encoder.json`` per runtime variant (int8 scores shift), so choosing a point costs nothing.
 """
 

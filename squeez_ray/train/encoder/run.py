@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.infer.encoder_windows import WindowSpec
+from squeez_ray.infer.encoder.windows import WindowSpec
 from squeez_ray.infer.precision import AUTOCAST_DTYPES, resolve_dtype
 from squeez_ray.ray_init import init_ray
 
@@ -111,9 +111,9 @@ def _train_loop(cfg: dict[str, Any]) -> None:
     import torch
     from transformers import get_linear_schedule_with_warmup
 
-    from squeez_ray.infer.encoder_model import load_scorer
-    from squeez_ray.train.encoder_data import collate
-    from squeez_ray.train.encoder_loss import line_loss
+    from squeez_ray.infer.encoder.model import load_scorer
+    from squeez_ray.train.encoder.data import collate
+    from squeez_ray.train.encoder.loss import line_loss
     from squeez_ray.train.session import RaySession
 
     session = cfg.get("session") or RaySession()
@@ -190,7 +190,7 @@ def _train_loop(cfg: dict[str, Any]) -> None:
 def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str):
     import ray
 
-    from squeez_ray.train.encoder_data import WindowTokenizer
+    from squeez_ray.train.encoder.data import WindowTokenizer
 
     items = [{"query": r["query"], "tool_output": r["tool_output"], "gold_spans": r.get("gold_spans") or []}
              for r in rows]
@@ -203,7 +203,7 @@ def _window_dataset(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokeniz
 
 def _local_windows(rows: list[dict[str, Any]], cfg: EncoderTrainConfig, tokenizer_dir: str) -> list[dict[str, Any]]:
     """The same windows as ``_window_dataset``, built in this process (in-process training)."""
-    from squeez_ray.train.encoder_data import WindowTokenizer
+    from squeez_ray.train.encoder.data import WindowTokenizer
 
     tokenize = WindowTokenizer(tokenizer_dir, asdict(cfg.window), cfg.max_windows_per_example, cfg.seed)
     windows: list[dict[str, Any]] = []
@@ -272,10 +272,10 @@ def train_encoder(cfg: EncoderTrainConfig, *, in_process: bool = False) -> dict[
     import torch
 
     from squeez_ray.config import to_dict
-    from squeez_ray.infer.encoder_model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
+    from squeez_ray.infer.encoder.model import ENCODER_CONFIG, EncoderSettings, default_base_model, load_scorer, save_scorer
     from squeez_ray.io_utils import git_revision, write_json_atomic
     from squeez_ray.schema import read_examples
-    from squeez_ray.train.encoder_calibration import calibrate_on_dev
+    from squeez_ray.train.encoder.calibration import calibrate_on_dev
 
     if in_process and cfg.num_workers != 1:
         raise ValueError(f"num_workers: {cfg.num_workers}; in-process training is one worker: set num_workers=1 "
@@ -341,8 +341,8 @@ def train_encoder(cfg: EncoderTrainConfig, *, in_process: bool = False) -> dict[
         shutil.rmtree(output)
     staging.rename(output)
     if cfg.export_onnx:
-        from squeez_ray.train.encoder_calibration import calibrate_variant
-        from squeez_ray.train.encoder_export import export_into_checkpoint
+        from squeez_ray.train.encoder.calibration import calibrate_variant
+        from squeez_ray.train.encoder.export import export_into_checkpoint
 
         manifest["onnx"] = export_into_checkpoint(output)["files"]
         # int8 scores shift: the int8 file gets its own threshold from the same dev rows

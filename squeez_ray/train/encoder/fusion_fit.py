@@ -1,4 +1,4 @@
-"""Fit the fusion combiner (``infer/encoder_fusion``) on cached encoder scores, and measure it on dev.
+"""Fit the fusion combiner (``infer/encoder/fusion``) on cached encoder scores, and measure it on dev.
 
 Train rows give the fit (a logistic regression by Newton's method, numpy only, each example weighted
 equally so one 3,000-line log does not outvote a hundred short outputs); the dev rows give model
@@ -12,14 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from squeez_ray.infer.encoder_fusion import FusionModel
-from squeez_ray.infer.encoder_fusion_features import FEATURES, line_features
+from squeez_ray.infer.encoder.fusion import FusionModel
+from squeez_ray.infer.encoder.fusion_features import FEATURES, line_features
 
 
 def example_matrices(rows: Sequence[Mapping[str, Any]], cache: Mapping[str, np.ndarray]
                      ) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray], list[Mapping[str, Any]]]:
     """(features, labels, encoder probabilities, rows) of the rows whose scores are cached."""
-    from squeez_ray.train.encoder_data import line_labels
+    from squeez_ray.train.encoder.data import line_labels
 
     xs, ys, probs, kept = [], [], [], []
     for row in rows:
@@ -78,7 +78,7 @@ def fit_trees(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray], features: Sequ
     only) exported to the plain arrays ``TreeFusionModel`` walks with numpy. Same example weighting."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from squeez_ray.infer.encoder_fusion import TreeFusionModel
+    from squeez_ray.infer.encoder.fusion import TreeFusionModel
 
     columns = [FEATURES.index(f) for f in features]
     x = np.concatenate([m[:, columns] for m in xs])
@@ -117,7 +117,7 @@ def sweep(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap
 def points_at(scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], bridge_gap: int,
               thresholds: Sequence[float]) -> list[dict[str, float]]:
     """The dev measures at each of ``thresholds`` (the operating curve's own measure)."""
-    from squeez_ray.train.encoder_operating_curve import gold_lines, measure_at
+    from squeez_ray.train.encoder.operating_curve import gold_lines, measure_at
 
     gold = gold_lines(labels)
     return [measure_at(scores, gold, float(threshold), bridge_gap) for threshold in thresholds]
