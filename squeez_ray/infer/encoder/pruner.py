@@ -15,7 +15,7 @@ from pathlib import Path
 from squeez_ray.infer.encoder.scoring_pruner import ScoringPruner
 from squeez_ray.infer.registry import BackendOptions
 
-DEFAULT_MODEL_DIR = Path(__file__).resolve().parent.parent / "models" / "default"
+DEFAULT_MODEL_DIR = Path(__file__).resolve().parents[2] / "models" / "default"
 
 
 class EncoderPruner(ScoringPruner):
