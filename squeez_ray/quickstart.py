@@ -268,7 +268,10 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
 
     # 6. bulk evaluation of the served model and the baselines in one run (jobs/evaluate.py --ray)
     t = _step(6, total, f"bulk evaluation on Ray Data: served model + {', '.join(config.baselines)}")
-    from squeez_ray.cli.eval import main as evaluate_main
+    from squeez_ray.evaluate.bulk import BulkSettings, evaluate_bulk
+    from squeez_ray.evaluate.local import SystemSpec
+    from squeez_ray.evaluate.report import console_report
+    from squeez_ray.infer.registry import BackendError, BackendOptions
 
     eval_dir = out / "eval"
     eval_data = Path(data_dir) / f"{config.eval_split}.parquet"
@@ -276,11 +279,15 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
         whole = out / "eval_data.parquet"
         print(f"    {whole_output_examples(config, eval_data, merged, whole)}")
         eval_data = whole
-    argv = ["--ray", "--data", str(eval_data), "--out", str(eval_dir),
-            "--system", f"server={model_id}", *[a for b in config.baselines for a in ("--system", b)],
-            "--server-url", url, "--limit", str(config.eval_limit), "--examples-per-batch", str(config.eval_examples_per_call),
-            "--no-resume", *timeout_flag]
-    _check(evaluate_main(argv, prog="quickstart evaluate"), "evaluate")
+    # the library call of `squeez eval --ray` (a bad data file: DataError; both are one line, exit 2)
+    systems = [SystemSpec.parse(s) for s in (f"server={model_id}", *config.baselines)]
+    options = BackendOptions(server_url=url, **({"timeout_s": config.request_timeout_s} if config.request_timeout_s else {}))
+    try:
+        metrics = evaluate_bulk(eval_data, systems, eval_dir, options=options, limit=config.eval_limit, resume=False,
+                                bulk=BulkSettings(batch_size=config.eval_examples_per_call))
+    except BackendError as error:
+        raise QuickstartError(f"step 'evaluate': {error}") from error
+    print(textwrap.indent(console_report(metrics), "    "))
     timings["evaluate"] = _done(t, str(eval_dir))
 
     # 7. summary
