@@ -8,7 +8,7 @@ import pytest
 
 from squeez_ray.infer.registry import BackendOptions
 from squeez_ray.config import ConfigError
-from squeez_ray.infer import settings
+from squeez_ray.cli import settings
 
 
 def test_every_setting_has_its_own_environment_variable():

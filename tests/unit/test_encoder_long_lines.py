@@ -7,7 +7,7 @@ import json
 import resource
 from pathlib import Path
 
-from squeez_ray.encoder.tokens import LineTokenizer
+from squeez_ray.infer.encoder.tokens import LineTokenizer
 
 MODEL = Path(__file__).resolve().parents[2] / "squeez_ray" / "models" / "default"
 
