@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from squeez_ray.infer.registry import BackendOptions
-from squeez_ray.evaluate.metrics import score_example, summarize, summarize_by_tool
+from squeez_ray.metrics import score_example, summarize, summarize_by_tool
 from squeez_ray.infer.base import PruneRequest, PruneResult, Pruner
 from squeez_ray.io_utils import atomic_path, git_revision, write_json_atomic
 

@@ -62,7 +62,7 @@ def generate_replies(model: Any, tokenizer: Any, rows: Sequence[dict[str, Any]],
 def _scored(rows: Sequence[dict[str, Any]], replies: Sequence[str], fuzzy_threshold: float,
             prompt_format: str = PROMPT_FORMAT) -> list[dict[str, Any]]:
     """Per-example scores (METRICS.md) with the generated lines (or range items) that had to be dropped."""
-    from squeez_ray.evaluate.metrics import score_example
+    from squeez_ray.metrics import score_example
     from squeez_ray.infer.mapping import map_lines_to_spans
     from squeez_ray.prompt_ranges import parse_ranges
     from squeez_ray.spans import spans_from_line_numbers, split_lines
@@ -80,7 +80,7 @@ def _scored(rows: Sequence[dict[str, Any]], replies: Sequence[str], fuzzy_thresh
 
 
 def _summary(scored: Sequence[dict[str, Any]]) -> dict[str, float]:
-    from squeez_ray.evaluate.metrics import summarize
+    from squeez_ray.metrics import summarize
 
     summary = summarize(scored)
     keys = ("f1", "recall", "precision", "compression", "negatives_empty")

@@ -62,7 +62,7 @@ def window_tokens(pruner, cases) -> tuple[int, int]:
 
 
 def quality(results, cases) -> dict[str, float]:
-    from squeez_ray.evaluate.metrics import summarize
+    from squeez_ray.metrics import summarize
     from squeez_ray.evaluate.local import score_row
 
     overall = summarize([score_row(c, r, system="x", example_index=i) for i, (c, r) in enumerate(zip(cases, results))])

@@ -105,7 +105,7 @@ def cold_starts(query: str, output: str, checkpoint: str | None, runs: int, tmp:
 def warm_and_bulk(name: str, pruner, cases: list[dict], probe: tuple[str, str], gflops: float,
                   config: dict | None, serial: bool) -> dict:
     from squeez_ray.infer.encoder.scoring import windows_for
-    from squeez_ray.evaluate.metrics import summarize
+    from squeez_ray.metrics import summarize
     from squeez_ray.evaluate.local import score_row
     from squeez_ray.infer.base import PruneRequest
 

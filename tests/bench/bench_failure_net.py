@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from squeez_ray.cli.failure_lines import failure_line_numbers
-from squeez_ray.evaluate.metrics import score_example, summarize
+from squeez_ray.metrics import score_example, summarize
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.infer.registry import BackendOptions, build_pruner
 from squeez_ray.spans import normalize_spans, split_lines

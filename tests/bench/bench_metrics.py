@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from squeez_ray.infer.baselines import RandomLines
-from squeez_ray.evaluate.metrics import fuzzy_scores, norm, score_example
+from squeez_ray.metrics import fuzzy_scores, norm, score_example
 from squeez_ray.infer.base import PruneRequest
 from squeez_ray.schema import read_examples
 from squeez_ray.spans import kept_text, split_lines

@@ -12,7 +12,7 @@ import pytest
 
 from squeez_ray.cli import main as squeez_main
 from squeez_ray.cli.eval import main
-from squeez_ray.evaluate.metrics import REQUIRED_KEYS
+from squeez_ray.metrics import REQUIRED_KEYS
 from squeez_ray.evaluate.local import score_row
 from squeez_ray.infer.base import make_result
 

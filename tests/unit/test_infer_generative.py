@@ -115,7 +115,7 @@ def test_answers_count_their_contract_keeping():
 
 
 def test_answer_rates_pool_answers_and_lines_and_skip_other_backends():
-    from squeez_ray.evaluate.metrics import answer_rates
+    from squeez_ray.metrics import answer_rates
 
     rows = [{"answers": 2, "unparsed_answers": 1, "answer_lines": 6, "fuzzy_lines": 1, "unmatched_lines": 2},
             {"answers": 2, "unparsed_answers": 0, "answer_lines": 4, "fuzzy_lines": 0, "unmatched_lines": 0}]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from squeez_ray.evaluate.metrics import (REQUIRED_KEYS, exact_match, fuzzy_scores, line_compression,
+from squeez_ray.metrics import (REQUIRED_KEYS, exact_match, fuzzy_scores, line_compression,
                                          line_index_scores, norm, pair_score, score_example, span_recall,
                                          strict_scores, summarize, summarize_by_tool)
 

@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from squeez_ray.evaluate.metrics import fuzzy_scores
+from squeez_ray.metrics import fuzzy_scores
 
 
 def reference_pair_score(a: str, b: str) -> float:
@@ -65,7 +65,7 @@ def test_fast_fuzzy_equals_reference_on_random_lines(seed):
 
 
 def test_fast_fuzzy_equals_reference_on_public_cases(public_cases_path):
-    from squeez_ray.evaluate.metrics import norm
+    from squeez_ray.metrics import norm
     from squeez_ray.schema import read_examples
     from squeez_ray.spans import kept_text, split_lines
 

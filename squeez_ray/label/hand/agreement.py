@@ -25,7 +25,7 @@ def line_set(gold: Iterable[Sequence[int]]) -> set[int]:
 def line_f1(a: set[int], b: set[int]) -> float:
     """Position-aware F1 of two line sets (METRICS.md's line-index F1: both empty agree fully, exactly
     one empty not at all)."""
-    from squeez_ray.evaluate.metrics import line_index_scores
+    from squeez_ray.metrics import line_index_scores
 
     return line_index_scores(a, b)[2]
 

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from squeez_ray.evaluate.metrics import line_index_scores
+from squeez_ray.metrics import line_index_scores
 from squeez_ray.infer.encoder.scoring import select_lines
 from squeez_ray.infer.encoder.windows import WindowSpec
 

@@ -30,7 +30,7 @@ def measure_at(scores: Sequence[np.ndarray], gold: Sequence[set[int]], threshold
                bridge_gap: int) -> dict[str, float]:
     """Mean per-example recall and precision (examples with gold), F1 and compression (all examples) and the
     share of negatives answered empty, keeping the lines the runtime keeps at ``threshold``."""
-    from squeez_ray.evaluate.metrics import line_index_scores
+    from squeez_ray.metrics import line_index_scores
     from squeez_ray.infer.encoder.scoring import select_lines
 
     recalls, precisions, f1s, compressions, negatives_empty = [], [], [], [], []
