@@ -137,6 +137,25 @@ def demo_tool_output(workdir: Path) -> tuple[str, str]:
     return run.stdout + run.stderr, "which test failed and why"
 
 
+def encoder_answer(tool_output: str, query: str) -> str:
+    """The shipped encoder's answer (``squeez``'s default pruner) to the demo, for beside the served one:
+    in-process (no warm process left behind), and ``--strict``, so a failure is an error here rather than
+    the full output passed through looking like an answer."""
+    run = subprocess.run([sys.executable, "-m", "squeez_ray.cli", query, "--backend", "encoder", "--min-lines", "0",
+                          "--strict"], input=tool_output, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "SQUEEZ_DAEMON": "0"})
+    _check(run.returncode, "squeez --backend encoder")
+    return run.stdout.rstrip()
+
+
+def demo_answers(query: str, answers: dict[str, str]) -> str:
+    """Each pruner's answer to the demo's query, one under the other, for the summary."""
+    parts = [f"    the answers to {query!r} on the pytest run:"]
+    for name, text in answers.items():
+        parts += [f"    {name}:", textwrap.indent(text.rstrip() or "(no lines kept)", "    | ")]
+    return "\n".join(parts)
+
+
 def _serve_spec(config: QuickstartConfig) -> dict[str, Any]:
     """The Serve config file of ``config.serve_config``, parsed."""
     import yaml
@@ -264,6 +283,9 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
     _check(piped.returncode, "squeez")
     print(textwrap.indent(piped.stdout.rstrip() or "(no lines kept)", "    | "))
     print(textwrap.indent(piped.stderr.rstrip(), "    stderr: "))
+    # the shipped encoder on the same output, printed beside the served answer in the summary
+    answers = {f"served model ({model_id})": piped.stdout, "shipped encoder (squeez's default)":
+               encoder_answer(tool_output, query)}
     timings["prune"] = _done(t, "both answers hold only lines of the pytest output")
 
     # 6. bulk evaluation of the served model and the baselines in one run (jobs/evaluate.py --ray)
@@ -298,8 +320,10 @@ def run_quickstart(config: QuickstartConfig) -> dict[str, Any]:
     timings["total"] = time.perf_counter() - started_all
     summary = {"data": data_dir, "checkpoint": outcome.checkpoint, "merged": str(merged), "endpoint": url,
                "report": str(eval_dir / "report.md"), "metrics": str(eval_dir / "metrics.json"),
-               "plot": str(eval_dir / "recall_vs_compression.png"), "seconds": {k: round(v, 1) for k, v in timings.items()}}
+               "plot": str(eval_dir / "recall_vs_compression.png"), "seconds": {k: round(v, 1) for k, v in timings.items()},
+               "demo": {"query": query, "answers": answers}}
     write_json_atomic(out / "summary.json", summary)
+    print(demo_answers(query, answers))
     print(f"    report: {summary['report']}\n    plot:   {summary['plot']}\n    all paths: {out / 'summary.json'}")
     print(f"    total {timings['total']:.0f}s")
     if config.notice:

@@ -66,6 +66,11 @@ def test_readme_main_command_runs_the_whole_pipeline():
     served = metrics["systems"]["squeez-pruner"]["overall"]
     assert served["f1"] > 0.1 and served["n_unpruned"] == 0, served
     assert Path(summary["plot"]).stat().st_size > 0 and Path(summary["report"]).exists()
+    # The summary shows the shipped encoder's answer beside the served model's, on the same pytest run
+    answers = summary["demo"]["answers"]
+    assert list(answers) == ["served model (squeez-pruner)", "shipped encoder (squeez's default)"], answers
+    assert "    shipped encoder (squeez's default):" in run.stdout.split("=== [7/7]")[1], tail
+    assert "FAILED test_inventory.py::test_reserve_pear - ValueError" in answers["shipped encoder (squeez's default)"]
     # Step 1 is jobs/sample_data.py's builder: the data it left is a real dataset training reads.
     check_sample_dataset(REPO / "runs" / "quickstart" / "data")
 
