@@ -29,9 +29,12 @@ import sys
 import time
 from dataclasses import asdict, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squeez_ray.cli import daemon_wire as wire
+
+if TYPE_CHECKING:
+    from squeez_ray.cli.settings import Settings
 
 ACK_S = 2.0
 START_WAIT_S = 0.0
@@ -47,7 +50,7 @@ def served_backend(backend: str | None) -> bool:
     return backend in SHIPPED_MODEL_BACKENDS or backend in BASELINES
 
 
-def enabled(settings: Any) -> bool:
+def enabled(settings: Settings) -> bool:
     if not hasattr(socket, "AF_UNIX") or not hasattr(os, "getuid"):  # no Unix sockets / uids (Windows)
         return False
     # Inside a pytest run, only where a test asks for it: the suite's many `squeez` subprocesses (often with
@@ -57,7 +60,7 @@ def enabled(settings: Any) -> bool:
     return str(getattr(settings, "daemon", True)).strip().lower() not in _OFF and served_backend(settings.backend)
 
 
-def request_options(settings: Any) -> dict[str, Any]:
+def request_options(settings: Settings) -> dict[str, Any]:
     """What the warm process needs to build the same pruner: paths made absolute (its cwd is not ours)."""
     from squeez_ray.cli import settings as settings_mod
 
@@ -70,13 +73,14 @@ def request_options(settings: Any) -> dict[str, Any]:
             "line_numbers": bool(settings.line_numbers), "markers": bool(settings.markers)}
 
 
-def wait_s(settings: Any) -> float:
+def wait_s(settings: Settings) -> float:
     given = getattr(settings, "daemon_wait_s", None)
     return float(given) if given else settings.timeout_s / 2
 
 
-def warm_prune(settings: Any, query: str, text: str) -> Any:
-    """The warm process's PruneResult for this output, or None: prune in this process."""
+def warm_prune(settings: Settings, query: str, text: str, budget_s: float | None = None) -> Any:
+    """The warm process's PruneResult for this output, or None: prune in this process. ``budget_s``: the
+    seconds left of the call's time budget (squeez_ray.infer.budget), which the warm process keeps to."""
     global route
     route = "in-process"
     if not enabled(settings):
@@ -88,7 +92,7 @@ def warm_prune(settings: Any, query: str, text: str) -> Any:
         return None
 
 
-def _ask(settings: Any, query: str, text: str) -> Any:
+def _ask(settings: Settings, query: str, text: str) -> Any:
     global route
     path, why = wire.socket_path()
     if path is None:
@@ -135,7 +139,7 @@ def _ask(settings: Any, query: str, text: str) -> Any:
     return result
 
 
-def _connect_or_start(settings: Any, path: Path, timeout: float) -> socket.socket | None:
+def _connect_or_start(settings: Settings, path: Path, timeout: float) -> socket.socket | None:
     try:
         return wire.connect(path, timeout)
     except (FileNotFoundError, ConnectionRefusedError):
@@ -175,7 +179,7 @@ def log_path(path: Path) -> Path:
     return path.with_suffix(".log")
 
 
-def spawn(settings: Any, path: Path, force: bool = False) -> None:
+def spawn(settings: Settings, path: Path, force: bool = False) -> None:
     """Start the warm process, detached (own session, no inherited pipes); never waits for it. At most
     once per _SPAWN_EVERY_S unless ``force``: a process that cannot start is not retried on every call."""
     import json

@@ -20,9 +20,12 @@ import contextlib
 import logging
 import os
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squeez_ray.cli.pipe import EXIT_OK, EXIT_USAGE, note
+
+if TYPE_CHECKING:
+    from squeez_ray.cli.settings import Settings
 
 log = logging.getLogger("squeez.mcp")
 _LONE_SURROGATE = re.compile("[\\ud800-\\udfff]")
@@ -42,7 +45,7 @@ class _Tools:
         from squeez_ray.config import ConfigError
 
         self.config_path = config_path
-        self.settings: Any = None  # None: prune_output fails open with the config error as its note
+        self.settings: Settings | None = None  # None: prune_output fails open with the config error as its note
         try:
             self.settings = settings_mod.resolve({"markers": True}, config_path=config_path)
         except ConfigError as error:

@@ -101,7 +101,7 @@ class _Run:
         self.reading = bytearray()  # the input as read so far: what a signal during reading passes through
         self.streaming = False  # a pass-through is streaming the unread input (a signal ends it there)
         self.passing: PassThrough | None = None  # that stream
-        self.settings: Any = None
+        self.settings: settings_mod.Settings | None = None
         self.input = _Input(b"")
         self.load_s = 0.0
         self.input_read = False

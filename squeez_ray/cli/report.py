@@ -147,7 +147,7 @@ def reread(result: Any, family: str, failures: list[int], kept: set[int]) -> boo
     return family == READ_FAMILY and result.kept_lines <= FEW_LINES
 
 
-def replay_runs(roots: list[Path], settings: Any, limit: int | None = None, count: Any = None) -> Replay:
+def replay_runs(roots: list[Path], settings: settings_mod.Settings, limit: int | None = None, count: Any = None) -> Replay:
     from squeez_ray.cli.failure_lines import is_failure_line
     from squeez_ray.cli.hooks.claude_code import build_query
     from squeez_ray.cli.hooks.patterns import should_wrap, split_cd_prefix
@@ -324,7 +324,7 @@ def _found_runs(replay: Replay, paths: list[str]) -> bool:
     return bool(replay.files)
 
 
-def _next_action(roots: list[Path], settings: Any, args: argparse.Namespace) -> int:
+def _next_action(roots: list[Path], settings: settings_mod.Settings, args: argparse.Namespace) -> int:
     from squeez_ray.cli import report_next
 
     from squeez_ray.cli.hooks.claude_code import build_query

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from squeez_ray.cli.settings import Settings
 
 PASS_THROUGH = "pass-through"
 
@@ -34,7 +37,7 @@ class Score:
         return self.kept / self.items if self.items else 0.0
 
 
-def measure(runs: Iterable[list[Any]], settings: Any, backends: list[str], query_of: Callable[[Any], str],
+def measure(runs: Iterable[list[Any]], settings: Settings, backends: list[str], query_of: Callable[[Any], str],
             limit: int | None = None) -> list[Score]:
     """Scores of each backend and pass-through over the evidence in ``runs`` (each run's observations)."""
     from squeez_ray.trajectories.next_action import collect
@@ -56,7 +59,7 @@ def measure(runs: Iterable[list[Any]], settings: Any, backends: list[str], query
     return [*scores, whole]
 
 
-def _score(name: str, settings: Any, cases: list[tuple[str, str, dict[str, list[int]]]]) -> Score:
+def _score(name: str, settings: Settings, cases: list[tuple[str, str, dict[str, list[int]]]]) -> Score:
     from squeez_ray.cli import settings as settings_mod
     from squeez_ray.cli.pruning import is_fallback, never_empty
     from squeez_ray.infer.base import PruneRequest, RenderOptions

@@ -78,7 +78,7 @@ class RunResult:
         return self.data.decode("utf-8", errors="replace")
 
 
-def prune_output(query: str, data: bytes | str, settings: Any = None, exit_code: int | None = None) -> RunResult:
+def prune_output(query: str, data: bytes | str, settings: settings_mod.Settings | None = None, exit_code: int | None = None) -> RunResult:
     """Prune an output you already have (the MCP ``prune`` tool, and ``run_command``'s second half).
 
     Never raises for squeez's own trouble: a gate, a missing model, a backend error or a timeout
@@ -132,7 +132,7 @@ def prune_output(query: str, data: bytes | str, settings: Any = None, exit_code:
                      store_note, len(forced), fallback=is_fallback(pruned))
 
 
-def run_command(query: str, command: list[str] | str, cwd: str | None = None, settings: Any = None,
+def run_command(query: str, command: list[str] | str, cwd: str | None = None, settings: settings_mod.Settings | None = None,
                 stdin: Any = subprocess.DEVNULL) -> RunResult:
     """Run ``command`` (argv, or a string for ``bash -c``), wait for it, and prune what it printed.
 

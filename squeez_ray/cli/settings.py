@@ -62,15 +62,6 @@ class CommandSettings:
     daemon_wait_s: float | None = None
 
 
-# Differences from BackendOptions' defaults, for an interactive pipe rather than a bulk job.
-COMMAND_DEFAULTS: dict[str, Any] = {
-    # Below ~20 lines an output fits in one glance (a few hundred tokens): pruning saves less than
-    # the model call costs in latency, and risks cutting the one line that mattered.
-    "min_lines": 20,
-    # The whole call (engine start included) must finish in this time or the output passes through.
-    "timeout_s": 60.0,
-}
-
 ENV_ALIASES = {"timeout_s": "SQUEEZ_TIMEOUT", "store_dir": "SQUEEZ_STORE"}
 
 # Longer waits than this are read as this (30 days: no limit in practice). Python's timers and
@@ -79,60 +70,54 @@ MAX_WAIT_S = 30 * 86400.0
 _WAITS = ("timeout_s", "daemon_idle_s", "daemon_wait_s")
 
 
-def _make_settings_class() -> type:
-    """One flat dataclass: CommandSettings fields + BackendOptions fields (so the file stays flat)."""
-    specs = []
-    for cls in (CommandSettings, BackendOptions):
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if f.name in COMMAND_DEFAULTS:
-                default = dataclasses.field(default=COMMAND_DEFAULTS[f.name])
-            elif f.default_factory is not dataclasses.MISSING:
-                default = dataclasses.field(default_factory=f.default_factory)
-            else:
-                default = dataclasses.field(default=f.default)
-            specs.append((f.name, hints[f.name], default))
-    return dataclasses.make_dataclass("Settings", specs, namespace={"validate": _validate})
+@dataclasses.dataclass
+class Settings(BackendOptions, CommandSettings):
+    """Everything ``squeez`` reads, flat: CommandSettings' fields, then BackendOptions' (the config file
+    stays one mapping), with the defaults below changed for an interactive pipe rather than a bulk job."""
+
+    # Below ~20 lines an output fits in one glance (a few hundred tokens): pruning saves less than
+    # the model call costs in latency, and risks cutting the one line that mattered.
+    min_lines: int = 20
+    # The whole call (engine start included) must finish in this time or the output passes through.
+    timeout_s: float = 60.0
+
+    def validate(self) -> list[str]:
+        problems = []
+        if self.backend is not None and self.backend not in BACKENDS:
+            problems.append(f"backend: {self.backend!r} is not a backend (choose one of: {', '.join(BACKENDS)})")
+        # Wrong types were already reported by the loader; only check the range of real numbers here.
+        def number(name: str) -> float | None:
+            value = getattr(self, name)
+            return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+        for name in ("timeout_s", "store_max_mb", "max_input_mb", "daemon_idle_s", "daemon_wait_s"):
+            value = number(name)
+            # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
+            if value is not None and not (math.isfinite(value) and value > 0):
+                problems.append(f"{name}: must be a finite number > 0, got {value!r}")
+        # Counts and shares: a negative or out-of-range value would silently change what is kept.
+        for name, low, high in (("min_lines", 0, None), ("chunk_overlap_lines", 0, None), ("max_retries", 0, None),
+                                ("batch_size", 1, None), ("max_concurrency", 1, None), ("max_context_tokens", 1, None),
+                                ("max_new_tokens", 1, None), ("keep_ratio", 0, 1), ("fuzzy_threshold", 0, 100),
+                                ("threshold", 0, None)):
+            value = number(name)
+            if value is None:
+                continue
+            if not math.isfinite(value) or value < low or (high is not None and value > high):
+                allowed = f">= {low}" if high is None else f"between {low} and {high}"
+                problems.append(f"{name}: must be {allowed}, got {value!r}")
+        value = number("recall_target")
+        if value is not None and not 0 < value <= 1:
+            problems.append(f"recall_target: must be in (0, 1], got {value!r}")
+        value = number("max_kept_lines")
+        if value is not None and value < 1:
+            problems.append(f"max_kept_lines: must be >= 1, got {value!r}")
+        from squeez_ray.cli.hooks.patterns import pattern_problems
+
+        problems.extend(pattern_problems(self.hook_patterns))
+        return problems
 
 
-def _validate(self: Any) -> list[str]:
-    problems = []
-    if self.backend is not None and self.backend not in BACKENDS:
-        problems.append(f"backend: {self.backend!r} is not a backend (choose one of: {', '.join(BACKENDS)})")
-    # Wrong types were already reported by the loader; only check the range of real numbers here.
-    def number(name: str) -> float | None:
-        value = getattr(self, name)
-        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-    for name in ("timeout_s", "store_max_mb", "max_input_mb", "daemon_idle_s", "daemon_wait_s"):
-        value = number(name)
-        # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
-        if value is not None and not (math.isfinite(value) and value > 0):
-            problems.append(f"{name}: must be a finite number > 0, got {value!r}")
-    # Counts and shares: a negative or out-of-range value would silently change what is kept.
-    for name, low, high in (("min_lines", 0, None), ("chunk_overlap_lines", 0, None), ("max_retries", 0, None),
-                            ("batch_size", 1, None), ("max_concurrency", 1, None), ("max_context_tokens", 1, None),
-                            ("max_new_tokens", 1, None), ("keep_ratio", 0, 1), ("fuzzy_threshold", 0, 100),
-                            ("threshold", 0, None)):
-        value = number(name)
-        if value is None:
-            continue
-        if not math.isfinite(value) or value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"between {low} and {high}"
-            problems.append(f"{name}: must be {allowed}, got {value!r}")
-    value = number("recall_target")
-    if value is not None and not 0 < value <= 1:
-        problems.append(f"recall_target: must be in (0, 1], got {value!r}")
-    value = number("max_kept_lines")
-    if value is not None and value < 1:
-        problems.append(f"max_kept_lines: must be >= 1, got {value!r}")
-    from squeez_ray.cli.hooks.patterns import pattern_problems
-
-    problems.extend(pattern_problems(self.hook_patterns))
-    return problems
-
-
-Settings = _make_settings_class()
 FIELDS: dict[str, Any] = typing.get_type_hints(Settings)
 
 
@@ -151,7 +136,7 @@ def default_store_dir(env: typing.Mapping[str, str]) -> Path:
 
 
 def resolve(cli: dict[str, Any] | None = None, env: typing.Mapping[str, str] | None = None,
-            config_path: str | None = None) -> Any:
+            config_path: str | None = None) -> Settings:
     """The merged Settings; ``cli`` holds only the flags the user gave (None means not given).
 
     Raises ConfigError naming the file / variable and key of every problem found.
@@ -211,7 +196,7 @@ def _is_encoder_dir(model: str) -> bool:
 
 
 def store_only_settings(store_dir: str | None, env: typing.Mapping[str, str] | None = None,
-                        config_path: str | None = None) -> Any:
+                        config_path: str | None = None) -> Settings:
     """Where the store is when the full config does not resolve: the flag, ``SQUEEZ_STORE``, the config
     file's ``store_dir`` if that one key is readable, else the default (``squeez show`` needs no more)."""
     env = os.environ if env is None else env
@@ -324,12 +309,12 @@ def yaml_expands_past(text: str, limit: int) -> bool:
     return root is not None and size(root) > limit
 
 
-def backend_options(settings: Any) -> BackendOptions:
+def backend_options(settings: Settings) -> BackendOptions:
     names = {f.name for f in dataclasses.fields(BackendOptions)}
     return BackendOptions(**{n: getattr(settings, n) for n in names})
 
 
-def missing_model_message(settings: Any) -> str | None:
+def missing_model_message(settings: Settings) -> str | None:
     """Why the chosen backend cannot run as configured (and how to fix it), or None when it can."""
     backend = settings.backend
     if backend is None:

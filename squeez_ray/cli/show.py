@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import os
 import sys
-from typing import Any
 
 from squeez_ray.cli import settings as settings_mod
 from squeez_ray.cli.pipe import EXIT_BACKEND, EXIT_OK, EXIT_USAGE, note
@@ -14,7 +13,7 @@ from squeez_ray.cli.store import OutputStore, StoreError
 from squeez_ray.config import ConfigError
 
 
-def open_store(settings: Any) -> OutputStore:
+def open_store(settings: settings_mod.Settings) -> OutputStore:
     root = settings.store_dir or settings_mod.default_store_dir(os.environ)
     return OutputStore(root, int(settings.store_max_mb * (1 << 20)))
 
@@ -71,7 +70,7 @@ def show_main(argv: list[str]) -> int:
     return EXIT_OK
 
 
-def show_lines(store_id: str, start: int, end: int, settings: Any = None) -> str:
+def show_lines(store_id: str, start: int, end: int, settings: settings_mod.Settings | None = None) -> str:
     """Lines ``start``..``end`` (1-based, inclusive) of a stored output, as text.
 
     Raises LinesError (out of range) or StoreError (unknown / ambiguous id), each with a one-line message.

@@ -131,3 +131,15 @@ def test_operating_point_knobs_come_from_the_file_and_are_range_checked(tmp_path
         settings.resolve({}, env=env)
     assert "SQUEEZ_RECALL_TARGET='1.5': must be in (0, 1]" in str(error.value)
     assert "SQUEEZ_MAX_KEPT_LINES='0': must be >= 1" in str(error.value)
+
+
+def test_settings_is_a_written_class_with_the_pipes_own_defaults():
+    # A class written out (not built by make_dataclass) is one callers and type checkers can name:
+    # `settings: Settings`. Its fields stay the command's own, then every BackendOptions field.
+    import inspect
+
+    assert "class Settings(" in inspect.getsource(settings.Settings)
+    names = [f.name for f in dataclasses.fields(settings.Settings)]
+    backend = [f.name for f in dataclasses.fields(BackendOptions)]
+    assert names[-len(backend):] == backend and names[0] == "backend"
+    assert (settings.Settings().min_lines, BackendOptions().min_lines) == (20, 0)
