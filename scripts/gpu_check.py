@@ -31,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
-GOLDEN = [REPO.parent / "shared/compat/released_prompt_golden.jsonl", Path("/work/shared/compat/released_prompt_golden.jsonl")]
+# The released checkpoint's golden prompt: ../shared/compat beside the checkout (or under $SQUEEZ_SHARED, as in
+# tests/conftest.py), else the byte-for-byte copy the tests keep, so a bare copy of the repository has it too.
+GOLDEN = [Path(os.environ.get("SQUEEZ_SHARED") or REPO.parent / "shared") / "compat/released_prompt_golden.jsonl",
+          REPO / "tests/fixtures/released_prompt_golden.jsonl"]
 
 
 def _have(module: str) -> bool:
@@ -156,7 +159,7 @@ def vllm_stage(model_dir: str, args: argparse.Namespace) -> dict[str, Any]:
 
     prompt = golden_prompt()
     if prompt is None:
-        return {"status": "skipped", "reason": "no released_prompt_golden.jsonl in ../shared/compat"}
+        return {"status": "skipped", "reason": "no released_prompt_golden.jsonl in ../shared/compat or tests/fixtures"}
     from transformers import AutoConfig
 
     started = time.perf_counter()
