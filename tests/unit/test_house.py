@@ -1,10 +1,12 @@
-"""The house's rules, checked from the code (docs/ARCHITECTURE.md): production code never imports the test helpers; no module outgrows 400 lines;
+"""The house's rules, checked from the code (docs/ARCHITECTURE.md): its floor table is the one the imports give;
+production code never imports the test helpers; no module outgrows 400 lines;
 imports run one way (no circle of modules, no two rooms that import each other); library modules have
 no ``__main__`` block (entry points live in jobs/); backend names are listed in infer/registry.py only."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -56,26 +58,32 @@ def _module_name(path: Path) -> str:
 def _import_graph() -> dict[str, set[str]]:
     """module -> the squeez_ray modules it imports anywhere (top level or inside a function): a lazy
     import is still an arrow of the house, it only runs later."""
-    modules = {_module_name(p): p for p in sorted((REPO / "squeez_ray").rglob("*.py"))}
-    graph = {}
-    for name, path in modules.items():
-        targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                wanted = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                # `from pkg import sub` imports the submodule when there is one, else names of pkg
-                wanted = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
-                          for a in node.names]
-            else:
-                continue
-            for target in wanted:
-                while target and target not in modules:
-                    target = target.rpartition(".")[0]
-                if target and target not in (name, "squeez_ray"):
-                    targets.add(target)
-        graph[name] = targets
-    return graph
+    modules = _modules()
+    return {name: _house_imports(path, modules) - {name} for name, path in modules.items()}
+
+
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted((REPO / "squeez_ray").rglob("*.py"))}
+
+
+def _house_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The squeez_ray modules one file imports (the package's face, squeez_ray/__init__.py, left out)."""
+    targets = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            wanted = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # `from pkg import sub` imports the submodule when there is one, else names of pkg
+            wanted = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module
+                      for a in node.names]
+        else:
+            continue
+        for target in wanted:
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != "squeez_ray":
+                targets.add(target)
+    return targets
 
 
 def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
@@ -138,3 +146,49 @@ def test_backend_names_are_listed_only_in_the_registry():
                     isinstance(e, ast.Constant) and e.value in BACKENDS for e in node.elts):
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+def _room_floors() -> dict[str, int]:
+    """Each room's floor as docs/ARCHITECTURE.md draws it: a room is a folder under squeez_ray/ or a
+    module at its top (``infer/``, ``prompt.py``), or jobs/ or scripts/; floor 1 imports nothing of the
+    house, any other room stands one floor above the highest room it imports."""
+    modules = _modules()
+
+    def room(path: Path) -> str:
+        parts = path.relative_to(REPO).parts
+        if parts[0] != "squeez_ray":
+            return f"{parts[0]}/"  # jobs/, scripts/
+        return parts[1] if len(parts) == 2 else f"{parts[1]}/"
+
+    files = [p for p in modules.values() if p != REPO / "squeez_ray" / "__init__.py"]
+    files += [*sorted((REPO / "jobs").glob("*.py")), *sorted((REPO / "scripts").glob("*.py"))]
+    arrows: dict[str, set[str]] = {}
+    for path in files:
+        arrows.setdefault(room(path), set()).update(room(modules[t]) for t in _house_imports(path, modules))
+    floors: dict[str, int] = {}
+
+    def floor(name: str) -> int:  # the rooms form no circle (test_no_two_rooms_import_each_other)
+        if name not in floors:
+            floors[name] = 1 + max((floor(t) for t in arrows[name] - {name}), default=0)
+        return floors[name]
+
+    return {name: floor(name) for name in arrows}
+
+
+def _documented_floors() -> dict[str, int]:
+    """The floor table of docs/ARCHITECTURE.md: rows ``| N | `room` `room` | ... |``."""
+    text = (REPO / "docs" / "ARCHITECTURE.md").read_text()
+    table = text.split("## Floor plan", 1)[1].split("\n## ", 1)[0]
+    floors = {}
+    for row in re.findall(r"^\| *(\d+) *\|([^|]*)\|", table, flags=re.M):
+        floors.update({name: int(row[0]) for name in re.findall(r"`([^`]+)`", row[1])})
+    return floors
+
+
+def test_architecture_floor_table_matches_the_imports():
+    """docs/ARCHITECTURE.md's floor plan is computed here from the imports, so a change that moves a
+    room to another floor (or adds one) fails until the map says so; the house keeps to 8 floors."""
+    computed = _room_floors()
+    assert _documented_floors() == computed
+    assert max(computed.values()) <= 8
+
