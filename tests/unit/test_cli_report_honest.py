@@ -18,6 +18,7 @@ from squeez_ray.cli.tokens import TokenizerError, resolve
 from test_cli_report import report  # one way to run `squeez report` in a scratch HOME
 
 REPO = Path(__file__).resolve().parents[2]
+RESULTS = REPO / "docs" / "RESULTS.md"  # the savings tables the README used to hold (issue 40)
 
 
 def mini_run(path: Path, steps: list[tuple[str, str]]) -> Path:
@@ -104,37 +105,37 @@ def test_paths_that_hold_no_runs_are_one_line_errors(tmp_path):
         assert "Traceback" not in out.stderr
 
 
-def _readme_savings() -> tuple[str, str]:
-    """(the command the README shows for its savings table, the table with its last line)."""
-    readme = (REPO / "README.md").read_text()
-    command = re.search(r"<!-- readme: savings -->\s*```bash\n(.*?)```", readme, re.DOTALL)
-    table = re.search(r"^\| family \| outputs .*?^Runs read: [^\n]*$", readme, re.DOTALL | re.MULTILINE)
-    assert command and table, "the README lost its savings command or table"
+def _results_savings() -> tuple[str, str]:
+    """(the command docs/RESULTS.md shows for its savings table, the table with its last line)."""
+    results = RESULTS.read_text()
+    command = re.search(r"<!-- results: savings -->\s*```bash\n(.*?)```", results, re.DOTALL)
+    table = re.search(r"^\| family \| outputs .*?^Runs read: [^\n]*$", results, re.DOTALL | re.MULTILINE)
+    assert command and table, "docs/RESULTS.md lost its savings command or table"
     return command.group(1).strip(), table.group(0)
 
 
 @pytest.mark.slow
-def test_the_readme_savings_table_is_the_output_of_the_command_it_shows(trajectories_dir):
+def test_the_results_savings_table_is_the_output_of_the_command_it_shows(trajectories_dir):
     from squeez_ray.cli.tokens import resolve as resolve_tokens
 
-    command, table = _readme_savings()
+    command, table = _results_savings()
     counted_with = re.search(r"Tokens: (.*?)\. Fallback", table).group(1)
     if resolve_tokens("auto").name != counted_with:
-        pytest.skip(f"the README's tokens were counted with {counted_with}, not found on this machine")
+        pytest.skip(f"docs/RESULTS.md's tokens were counted with {counted_with}, not found on this machine")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
     env.update(PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}", SQUEEZ_DAEMON="0")
     out = subprocess.run(["bash", "-c", command], cwd=REPO, capture_output=True, text=True, env=env, timeout=900,
                          check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == table, f"README's savings table is stale: run `{command}` and paste its output"
+    assert out.stdout.strip() == table, f"docs/RESULTS.md's savings table is stale: run `{command}` and paste its output"
 
 
-def test_the_readme_tables_are_the_commands_output_shape():
-    readme = (REPO / "README.md").read_text()
-    assert "squeez report --next-action ../shared/trajectories" in readme
+def test_the_results_tables_are_the_commands_output_shape():
+    results = RESULTS.read_text()
+    assert "squeez report --next-action ../shared/trajectories" in results
     header = render_table(Replay()).splitlines()[0]
-    assert header in readme
+    assert header in results
     footer = re.search(r"^Runs read: .*Backend: encoder\. Tokens: .*Fallback .*`squeez show` calls in the runs: \d+\.",
-                       readme, re.MULTILINE)
-    assert footer, "the README's savings table is not the output of the command it shows"
-    assert "| pruner | outputs | evidence items | items kept | share kept | lines kept |" in readme
+                       results, re.MULTILINE)
+    assert footer, "docs/RESULTS.md's savings table is not the output of the command it shows"
+    assert "| pruner | outputs | evidence items | items kept | share kept | lines kept |" in results

@@ -1,4 +1,4 @@
-"""Every cluster command in the README reads and writes storage cluster.yaml provides; storage_path is never node-local."""
+"""Every cluster command in docs/CLUSTER.md reads and writes storage cluster.yaml provides; storage_path is never node-local."""
 
 from __future__ import annotations
 
@@ -26,9 +26,9 @@ def _shared_mounts() -> list[str]:
     return mounts
 
 
-def _readme_cluster_commands() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## The real workflow on a cluster", 1)[1]
+def _cluster_commands() -> list[str]:
+    text = (REPO / "docs" / "CLUSTER.md").read_text()
+    section = text.split("## The cluster and its commands", 1)[1]
     block = section.split("```bash", 1)[1].split("```", 1)[0]
     joined = re.sub(r"\\\n\s*", " ", block)
     return [line.strip() for line in joined.splitlines() if line.strip() and not line.strip().startswith("#")
@@ -45,9 +45,9 @@ def test_cluster_yaml_mounts_shared_storage_on_every_node():
     assert "setup_commands" in cluster
 
 
-def test_every_readme_cluster_path_is_on_the_shared_mount_or_an_object_store():
+def test_every_documented_cluster_path_is_on_the_shared_mount_or_an_object_store():
     mounts = _shared_mounts()
-    commands = _readme_cluster_commands()
+    commands = _cluster_commands()
     assert len(commands) >= 7  # collect, label, build, train, merge, evaluate, reprune, serve
     paths = []
     for command in commands:

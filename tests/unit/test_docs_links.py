@@ -52,3 +52,15 @@ def test_section_citations_name_a_section_the_page_has():
             if not any(h.startswith(section) for h in headings(page)):
                 broken.append(f"{source.relative_to(REPO)}: {name}, {section!r}")
     assert not broken, broken
+
+
+def test_readme_is_a_front_door_that_links_only_to_files_that_exist():
+    """Issue 40: the README says what squeez-ray is, how to try it, the two commands, the test tiers, the layout
+    and where to read on; results and history live in docs/RESULTS.md and docs/encoder-history.md. Past 150
+    lines it is turning into an archive again."""
+    text = (REPO / "README.md").read_text()
+    assert len(text.splitlines()) <= 150, f"README.md has {len(text.splitlines())} lines: move the detail into docs/"
+    targets = [t.partition("#")[0] for t in LINK.findall(text) if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+    assert {"docs/RESULTS.md", "docs/encoder-history.md"} <= set(targets)
+    missing = [t for t in targets if t and not (REPO / t).is_file()]
+    assert not missing, missing
