@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pyarrow as pa
 
@@ -41,25 +41,39 @@ def read_examples(path: str | Path, format: str | None = None, *, split: str | N
     ``for_evaluation`` also refuses a blank query (no pruner can be scored on it) and an
     ``instance_id`` seen before (per-example rows and resume are keyed by it).
     """
+    files = rows_by_file(path, format, split=split)
+    examples = [from_row(raw, f.format, path=f.file, row=n, source=f.source) for f in files for n, raw in f.rows]
+    if for_evaluation:
+        _check_evaluable(examples, [(f.file, n) for f in files for n, _ in f.rows])
+    return examples
+
+
+class FileRows(NamedTuple):
+    file: str
+    format: str  # the row shape this file's rows are read as
+    source: str | None  # the source label of rows that carry none (a cases file's stem)
+    rows: list[tuple[int, Any]]  # (1-based row number in the file, the row as read)
+
+
+def rows_by_file(path: str | Path, format: str | None = None, *, split: str | None = None) -> list[FileRows]:
+    """The raw rows of ``path`` (what ``read_examples`` takes), per file, with the row shape each file is
+    read as: ``format``, else told from its first row's columns. ``read_examples`` (first bad row stops
+    the read) and ``importing.import_examples`` (bad rows skipped and counted) both read through it."""
     if format is not None and format not in FORMATS:
         raise DataError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", path=path)
-    raw_rows = _read_raw(path, split)
-    by_file: dict[str, list[RawRow]] = {}
-    for item in raw_rows:
-        by_file.setdefault(item[0], []).append(item)
-    examples: list[dict[str, Any]] = []
-    for file, items in by_file.items():
-        first = items[0][2]
+    by_file: dict[str, list[tuple[int, Any]]] = {}
+    for file, n, raw in _read_raw(path, split):
+        by_file.setdefault(file, []).append((n, raw))
+    files = []
+    for file, rows in by_file.items():
+        first = rows[0][1]
         columns = set(first) if isinstance(first, Mapping) else set()
         fmt = format or detect_format(columns, file)
         if fmt == "canonical":
             warn_ignored_columns(columns, LABELLED_FIELDS, file)
         # A cases file's rows carry no source label: name them after the file (public_cases.jsonl -> public_cases).
-        source = Path(file).stem if fmt == "cases" else None
-        examples.extend(from_row(raw, fmt, path=file, row=n, source=source) for file, n, raw in items)
-    if for_evaluation:
-        _check_evaluable(examples, [(file, n) for items in by_file.values() for file, n, _ in items])
-    return examples
+        files.append(FileRows(file, fmt, Path(file).stem if fmt == "cases" else None, rows))
+    return files
 
 
 def _check_evaluable(examples: list[dict[str, Any]], where: list[tuple[str, int]]) -> None:

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from squeez_ray.schema.contracts import LABELLED_FIELDS, DataError, warn_ignored_columns
-from squeez_ray.schema.files import _read_raw
-from squeez_ray.schema.formats import FORMATS, detect_format, from_row
+from squeez_ray.schema.contracts import DataError
+from squeez_ray.schema.files import rows_by_file
+from squeez_ray.schema.formats import from_row
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +45,10 @@ def import_examples(path: str | Path, format: str | None = None, *, strict: bool
     A file-level problem (missing, unreadable, unknown columns) is always an error: there is no row
     to skip. ``strict`` turns the first bad row into the raised DataError.
     """
-    if format is not None and format not in FORMATS:
-        raise DataError(f"unknown format {format!r}; choose one of {', '.join(FORMATS)}", path=path)
     summary = ImportSummary()
     examples: list[dict[str, Any]] = []
-    by_file: dict[str, list[tuple[int, Any]]] = {}
-    for file, n, raw in _read_raw(path, split):
-        by_file.setdefault(file, []).append((n, raw))
-    for file, items in by_file.items():
-        first = items[0][1]
-        columns = set(first) if isinstance(first, Mapping) else set()
-        fmt = format or detect_format(columns, file)
-        if fmt == "canonical":
-            warn_ignored_columns(columns, LABELLED_FIELDS, file)
-        source = Path(file).stem if fmt == "cases" else None
-        for n, raw in items:
+    for file, fmt, source, rows in rows_by_file(path, format, split=split):
+        for n, raw in rows:
             summary.read += 1
             try:
                 example, ambiguous = _one(raw, fmt, file, n, source)

@@ -122,3 +122,21 @@ def test_import_job_writes_rows_and_summary_and_strict_stops(tmp_path):
                              str(tmp_path / "strict.parquet"), "--strict"], capture_output=True, text=True, timeout=120)
     assert strict.returncode == 2 and "row 2" in strict.stderr and "Traceback" not in strict.stderr
     assert not (tmp_path / "strict.parquet").exists()
+
+
+def test_both_readers_read_each_file_of_a_folder_in_its_own_shape(tmp_path):
+    """read_examples and import_examples share one loop over a source's files (schema.files.rows_by_file):
+    each file's shape is told from its own columns, a cases file's rows are named after the file, and
+    on good files the two readers give the same rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "released"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist([encoder_row()]), folder / "a_encoder.parquet")
+    case = {"id": "c1", "tool": "pytest", "query": "why did test_b fail", "output": OUTPUT, "gold": [[4, 4]]}
+    pq.write_table(pa.Table.from_pylist([case]), folder / "b_public.parquet")
+    rows, summary = import_examples(folder)
+    assert summary.formats == {"encoder": 1, "cases": 1} and summary.skipped == 0
+    assert [r["instance_id"] for r in rows] == ["e1", "c1"] and rows[1]["source"] == "b_public"
+    assert read_examples(folder) == rows
