@@ -13,6 +13,8 @@ modifies the tool's input before it runs; ``permissionDecision`` is optional). C
 its permission rules against the rewritten command, so a command any configured rule could see is
 left alone (permissions.py). Every other call gets no output.
 
+A ``PostToolUse`` payload (Claude Code's built-in Read and Grep) goes to builtin_tools.py instead.
+
 The hook must never block a tool call: on any error (malformed JSON, an unexpected shape, a
 transcript it cannot read, a bug) it prints nothing and exits 0.
 
@@ -29,6 +31,7 @@ import shlex
 import sys
 from typing import Any
 
+from squeez_ray.cli.hooks.builtin_tools import post_tool_use
 from squeez_ray.cli.hooks.codex import codex_auto_approved
 from squeez_ray.cli.hooks.patterns import should_wrap, simple_commands, split_cd_prefix
 from squeez_ray.cli.hooks.permissions import rules_could_see
@@ -50,7 +53,10 @@ def hook_main(host: str, stdin: Any = None, stdout: Any = None) -> int:
     stdout = sys.stdout if stdout is None else stdout
     try:
         payload = json.loads(stdin.read())
-        reply = rewrite(payload, host)
+        if host == "claude-code" and isinstance(payload, dict) and payload.get("hook_event_name") == "PostToolUse":
+            reply = post_tool_use(payload)
+        else:
+            reply = rewrite(payload, host)
         if reply is not None:
             stdout.write(json.dumps(reply) + "\n")
             stdout.flush()

@@ -1,7 +1,8 @@
 """``squeez hook|install|uninstall claude-code|codex``: the hook entry point and its settings files.
 
-``install`` merges one PreToolUse handler (matcher ``Bash``) into the host's settings, keeping
-every other key and hook; running it again changes nothing (or only refreshes our own command).
+``install`` merges one PreToolUse handler (matcher ``Bash``) into the host's settings, and for
+Claude Code one PostToolUse handler (matcher ``Read|Grep``, builtin_tools.py), keeping every
+other key and hook; running it again changes nothing (or only refreshes our own command).
 ``uninstall`` removes only handlers whose command is ``... squeez ... hook HOST``. Writes are
 atomic (temporary file + rename), so an interrupted install never leaves a half-written file; a
 symlinked settings file is written through (the link stays a link) and keeps its mode.
@@ -25,6 +26,10 @@ from squeez_ray.io_utils import write_bytes_atomic
 
 HOSTS = ("claude-code", "codex")
 HOOK_TIMEOUT_S = 30  # the hook answers in well under a second; a stuck one must not hold the agent long
+# Claude Code also gets a PostToolUse handler for its built-in Read and Grep (builtin_tools.py); Codex's
+# PostToolUse cannot replace a result (docs/CLI.md), so it gets none.
+EVENTS = {"claude-code": (("PreToolUse", "Bash"), ("PostToolUse", "Read|Grep")),
+          "codex": (("PreToolUse", "Bash"),)}
 _OURS = re.compile(r"squeez.*\shook\s+(claude-code|codex)\s*$")
 
 
@@ -82,12 +87,13 @@ def hook_command(host: str) -> str:
 
 
 def install(path: Path, host: str) -> bool:
-    """Add our handler; True when the file changed."""
+    """Add our handlers; True when the file changed."""
     data = _load(path)
     before = json.dumps(data, sort_keys=True)
-    groups = _remove_ours(data, host)
-    groups.append({"matcher": "Bash", "hooks": [{"type": "command", "command": hook_command(host),
-                                                 "timeout": HOOK_TIMEOUT_S}]})
+    for event, matcher in EVENTS[host]:
+        groups = _remove_ours(data, host, event)
+        groups.append({"matcher": matcher, "hooks": [{"type": "command", "command": hook_command(host),
+                                                      "timeout": HOOK_TIMEOUT_S}]})
     if json.dumps(data, sort_keys=True) == before:
         return False
     _save(path, data)
@@ -100,25 +106,25 @@ def uninstall(path: Path, host: str) -> bool:
         return False
     data = _load(path)
     before = json.dumps(data, sort_keys=True)
-    groups = _remove_ours(data, host)
-    if not groups:  # we emptied it: leave no empty shells behind
-        data["hooks"].pop("PreToolUse", None)
-        if not data["hooks"]:
-            data.pop("hooks")
+    for event in ("PreToolUse", "PostToolUse"):
+        if not _remove_ours(data, host, event):  # we emptied it: leave no empty shells behind
+            data["hooks"].pop(event, None)
+    if not data["hooks"]:
+        data.pop("hooks")
     if json.dumps(data, sort_keys=True) == before:
         return False
     _save(path, data)
     return True
 
 
-def _remove_ours(data: dict[str, Any], host: str) -> list[Any]:
-    """Drop our handlers (and groups left empty by that) from hooks.PreToolUse; returns that list."""
+def _remove_ours(data: dict[str, Any], host: str, event: str = "PreToolUse") -> list[Any]:
+    """Drop our handlers (and groups left empty by that) from hooks.EVENT; returns that list."""
     hooks = data.setdefault("hooks", {})
     if not isinstance(hooks, dict):
         raise InstallError("'hooks' is not an object in the settings file; fix it by hand first")
-    groups = hooks.setdefault("PreToolUse", [])
+    groups = hooks.setdefault(event, [])
     if not isinstance(groups, list):
-        raise InstallError("'hooks.PreToolUse' is not a list in the settings file; fix it by hand first")
+        raise InstallError(f"'hooks.{event}' is not a list in the settings file; fix it by hand first")
     kept = []
     for group in groups:
         handlers = group.get("hooks") if isinstance(group, dict) else None

@@ -31,6 +31,7 @@ _BLOCK = re.compile(rf"<({'|'.join(_INJECTED)})\b[^>]*>.*?</\1>", re.DOTALL)
 _OPEN_TAG = re.compile(rf"<(?:{'|'.join(_INJECTED)})\b[^>]*>.*\Z", re.DOTALL)  # a block cut off by the tail
 _INTERRUPT = re.compile(r"^\[Request interrupted by user[^\]]*\]$")
 _CONTINUED = "This session is being continued from a previous conversation"
+_VERSION = re.compile(r"^(\d{1,4})\.(\d{1,4})\.(\d{1,6})(?:$|[-+.])")
 
 
 def last_user_prompt(path: Any) -> str | None:
@@ -48,6 +49,25 @@ def last_user_prompt(path: Any) -> str | None:
         text = user_text(entry) if isinstance(entry, dict) else None
         if text:
             return text
+    return None
+
+
+def host_version(path: Any) -> tuple[int, ...] | None:
+    """The Claude Code version that is writing this transcript (each entry carries ``"version"``), or None."""
+    tail = _read_tail(path)
+    if tail is None:
+        return None
+    for line in reversed(tail.split(b"\n")):
+        if b'"version"' not in line:
+            continue
+        try:
+            entry = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        match = _VERSION.match(entry.get("version", "")) if isinstance(entry, dict) and \
+            isinstance(entry.get("version"), str) else None
+        if match:
+            return tuple(int(part) for part in match.groups())
     return None
 
 
