@@ -83,6 +83,9 @@ def add_pruning_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
                         help="prefix kept lines with their source line number")
     parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
+    parser.add_argument("--budget", dest="budget_s", type=float,
+                        help="seconds the model may spend on this output before it answers from what it scored "
+                             "(default 10; the answer says so)")
     parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
                                             "~/.cache/squeez/store)")
     parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,

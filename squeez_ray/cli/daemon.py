@@ -9,7 +9,8 @@ prunes in its own process), and exits after ``daemon_idle_s`` without a request,
 file is removed or replaced.
 
 A request: ``{"op": "prune", "protocol": 1, "query", "tool_output", "options": {"backend",
-"backend_options", "tool_type", "line_numbers", "markers"}}``. Replies, in order: ``{"ack": true}``
+"backend_options", "tool_type", "line_numbers", "markers", "budget_s"}}`` (``budget_s``: what is left of
+the call's time budget, counted from the request's arrival; null: none). Replies, in order: ``{"ack": true}``
 (or ``{"busy": true}``) as soon as the request is read, then ``{"result": PruneResult fields}`` or
 ``{"error": "..."}``. ``{"op": "status"}`` and ``{"op": "stop"}`` are answered even while it prunes.
 The clients are in daemon_client.py; every way this process can fail ends in the client pruning
@@ -169,12 +170,17 @@ class WarmProcess:
 
     def _prune(self, message: dict[str, Any]) -> Any:
         from squeez_ray.infer.base import PruneRequest, RenderOptions
+        from squeez_ray.infer.budget import time_budget
 
         options = message["options"]
-        pruner = self._pruner(options)
-        render = RenderOptions(line_numbers=bool(options.get("line_numbers")), markers=bool(options.get("markers")))
-        request = PruneRequest(str(message["query"]), str(message["tool_output"]), options.get("tool_type"))
-        return pruner.prune_batch([request], render_options=render, fail_open=False)[0]
+        budget_s = options.get("budget_s")
+        if budget_s is not None and (isinstance(budget_s, bool) or not isinstance(budget_s, (int, float))):
+            raise ValueError(f"budget_s must be a number of seconds or null, not {budget_s!r}")
+        with time_budget(budget_s):
+            pruner = self._pruner(options)
+            render = RenderOptions(line_numbers=bool(options.get("line_numbers")), markers=bool(options.get("markers")))
+            request = PruneRequest(str(message["query"]), str(message["tool_output"]), options.get("tool_type"))
+            return pruner.prune_batch([request], render_options=render, fail_open=False)[0]
 
     def _pruner(self, options: dict[str, Any]) -> Any:
         from squeez_ray.cli.daemon_client import served_backend

@@ -86,13 +86,13 @@ def warm_prune(settings: Settings, query: str, text: str, budget_s: float | None
     if not enabled(settings):
         return None
     try:
-        return _ask(settings, query, text)
+        return _ask(settings, query, text, budget_s)
     except Exception as error:  # noqa: BLE001 - a bug here must never cost the call its pruning
         route = f"in-process (client error: {type(error).__name__}: {error})"
         return None
 
 
-def _ask(settings: Settings, query: str, text: str) -> Any:
+def _ask(settings: Settings, query: str, text: str, budget_s: float | None = None) -> Any:
     global route
     path, why = wire.socket_path()
     if path is None:
@@ -119,7 +119,7 @@ def _ask(settings: Settings, query: str, text: str) -> Any:
         try:
             sock.settimeout(max(ack_s, 1.0 + len(text) / 20e6))  # a big output takes a moment to send
             wire.send(sock, {"op": "prune", "protocol": wire.PROTOCOL, "query": query, "tool_output": text,
-                             "options": request_options(settings)})
+                             "options": request_options(settings) | {"budget_s": budget_s}})
             sock.settimeout(ack_s)
             first = wire.receive(sock)
             if not first.get("ack"):

@@ -55,7 +55,7 @@ from squeez_ray.cli.markers import render_marked
 from squeez_ray.cli.pipe import note as _note
 from squeez_ray.cli.pipe import release as _release
 from squeez_ray.cli.pipe import reserved_stdout as _reserved_stdout
-from squeez_ray.cli.pruning import FALLBACK, call_backend, input_gate, is_fallback, keep_full_output
+from squeez_ray.cli.pruning import call_backend, footer_notes, input_gate, keep_full_output
 from squeez_ray.config import ConfigError
 from squeez_ray.infer.base import PruneResult, unpruned_result
 from squeez_ray.spans import render, split_lines
@@ -207,8 +207,7 @@ class _Run:
             where = f"full output: squeez show {stored_id}"
         else:
             where = "full output not kept (" + (store_note or "store disabled") + ")"
-        fallback = f", {FALLBACK}: the model kept none" if is_fallback(result) else ""
-        return f"[squeez: {kept} ({self.settings.backend}{fallback}); {where}]"
+        return f"[squeez: {kept} ({self.settings.backend}{footer_notes(result)}); {where}]"
 
     def _keep_full_output(self) -> tuple[str | None, str | None]:
         """(store id, note): the id is None when the output could not be kept; tried once per run."""

@@ -73,18 +73,22 @@ def call_backend(settings: Any, query: str, text: str) -> tuple[PruneResult | No
 
     from squeez_ray.cli.daemon_client import warm_prune
     from squeez_ray.infer.base import RenderOptions
+    from squeez_ray.infer.budget import time_budget
 
     pruner = None
     load_s = 0.0
     try:
         render_options = RenderOptions(line_numbers=settings.line_numbers, markers=settings.markers)
-        result = warm_prune(settings, query, text)  # None: no warm process answered, prune here
-        if result is None:
-            started = time.perf_counter()
-            pruner = build_pruner(settings.backend, settings_mod.backend_options(settings))
-            load_s = time.perf_counter() - started
-            result = pruner.prune_batch([PruneRequest(query, text, settings.tool_type)],
-                                        render_options=render_options, fail_open=False)[0]
+        # The call's time budget counts from here, whoever prunes: the warm process gets what is left of it,
+        # and so does this process when the warm one did not answer.
+        with time_budget(getattr(settings, "budget_s", None)) as budget:
+            result = warm_prune(settings, query, text, budget_s=budget and budget.left())  # None: prune here
+            if result is None:
+                started = time.perf_counter()
+                pruner = build_pruner(settings.backend, settings_mod.backend_options(settings))
+                load_s = time.perf_counter() - started
+                result = pruner.prune_batch([PruneRequest(query, text, settings.tool_type)],
+                                            render_options=render_options, fail_open=False)[0]
         if not result.pruned:
             return None, f"backend {settings.backend} did not prune ({result.reason})", pruner, load_s
         # Spans over another text would be a backend bug: fail open, never mis-cut.
@@ -166,3 +170,16 @@ def never_empty(result: PruneResult, query: str, text: str, render_options: Any)
 
 def is_fallback(result: PruneResult) -> bool:
     return FALLBACK in (result.reason or "")
+
+
+def footer_notes(result: PruneResult) -> str:
+    """What the footer adds after the backend's name: the time budget cut the scoring short (the rest of
+    the output was not read by the model), the model kept nothing (the head-and-tail sample)."""
+    from squeez_ray.infer.budget import OVER_BUDGET
+
+    notes = ""
+    if OVER_BUDGET in (result.reason or ""):
+        notes += f", {OVER_BUDGET}: part of the output was not scored"
+    if is_fallback(result):
+        notes += f", {FALLBACK}: the model kept none"
+    return notes

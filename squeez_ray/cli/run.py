@@ -41,7 +41,7 @@ from squeez_ray.cli.failure_lines import failure_line_numbers
 from squeez_ray.cli.intake import model_text
 from squeez_ray.cli.markers import render_marked, visible_line_count
 from squeez_ray.cli.pipe import EXIT_USAGE, note, reserved_stdout
-from squeez_ray.cli.pruning import FALLBACK, call_backend, input_gate, is_fallback, keep_full_output
+from squeez_ray.cli.pruning import call_backend, footer_notes, input_gate, is_fallback, keep_full_output
 from squeez_ray.config import ConfigError
 from squeez_ray.spans import normalize_spans, split_lines
 
@@ -124,7 +124,7 @@ def prune_output(query: str, data: bytes | str, settings: settings_mod.Settings 
     kept = sum(min(end, total) - start + 1 for start, end in spans if start <= total)
     body = render_marked(exact_lines, spans, store_id, line_numbers=settings.line_numbers)
     extra = f", +{len(forced)} failure line{'s' if len(forced) != 1 else ''}" if forced else ""
-    extra += f", {FALLBACK}: the model kept none" if is_fallback(pruned) else ""
+    extra += footer_notes(pruned)
     where = f"full output: squeez show {store_id}" if store_id else "full output not kept"
     footer = f"[squeez: kept {kept} of {total} lines ({settings.backend}{extra}); {where}]"
     out = (body + "\n" if body else "") + footer + "\n"

@@ -60,6 +60,10 @@ class CommandSettings:
     # How long a call waits for the warm process's answer before pruning in its own process
     # (None: half of timeout_s, which leaves the other half for that).
     daemon_wait_s: float | None = None
+    # Seconds a call may spend pruning (warm or in-process) before it answers from the lines scored so far,
+    # marked "over its time budget" (squeez_ray.infer.budget): well inside timeout_s, the hooks' 30 s and
+    # the warm process's wait, so a long output gets a rougher answer rather than none.
+    budget_s: float = 10.0
 
 
 ENV_ALIASES = {"timeout_s": "SQUEEZ_TIMEOUT", "store_dir": "SQUEEZ_STORE"}
@@ -67,7 +71,7 @@ ENV_ALIASES = {"timeout_s": "SQUEEZ_TIMEOUT", "store_dir": "SQUEEZ_STORE"}
 # Longer waits than this are read as this (30 days: no limit in practice). Python's timers and
 # thread joins overflow near 9.2e9 s, which turned SQUEEZ_TIMEOUT=99999999999 into no answer at all.
 MAX_WAIT_S = 30 * 86400.0
-_WAITS = ("timeout_s", "daemon_idle_s", "daemon_wait_s")
+_WAITS = ("timeout_s", "daemon_idle_s", "daemon_wait_s", "budget_s")
 
 
 @dataclasses.dataclass
@@ -90,7 +94,7 @@ class Settings(BackendOptions, CommandSettings):
             value = getattr(self, name)
             return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
-        for name in ("timeout_s", "store_max_mb", "max_input_mb", "daemon_idle_s", "daemon_wait_s"):
+        for name in ("timeout_s", "store_max_mb", "max_input_mb", "daemon_idle_s", "daemon_wait_s", "budget_s"):
             value = number(name)
             # .inf / .nan parse as floats from YAML and from SQUEEZ_* alike; neither is a usable limit.
             if value is not None and not (math.isfinite(value) and value > 0):

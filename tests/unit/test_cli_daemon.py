@@ -166,6 +166,9 @@ def test_start_status_stop_with_the_shipped_encoder(box):
     assert out.stdout == expected and route_of(out.stderr) == "warm"
     assert out.stderr.decode().strip().splitlines()[-1] == "[]"
     assert box.status()["served"] == 2
+    # It keeps to what is left of the call's time budget (issue 36 item 5): a tiny one is cut, and marked.
+    cut, route = box.prune("--budget", "0.001")
+    assert route == "warm" and b"over its time budget" in cut.splitlines()[-1], cut[-300:]
     assert box.squeez("daemon", "stop", data=b"").returncode == 0
     assert box.status() is None and not box.socket.exists()
     assert box.squeez("daemon", "status", data=b"").returncode == 3

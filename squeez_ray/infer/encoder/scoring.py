@@ -40,28 +40,34 @@ UNSCORED = 1e-4
 
 
 def score_windows(forward: Forward, tokenizer: Any, spec: WindowSpec, pairs: Sequence[tuple[str, str]], *,
-                  tokens_per_batch: int = 8192) -> list[np.ndarray]:
+                  tokens_per_batch: int = 8192, missed: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Per pair (query, tool_output): an array with one keep-probability per output line, the best
-    over the windows that hold the line (every line scored)."""
+    over the windows that hold the line (every line scored, unless the time budget cut it: ``missed``
+    as in score_encoded)."""
     tokens = line_tokenizer(tokenizer)
     encoded = []
     for query, output in pairs:
         raise_if_cancelled()
         query_ids, line_ids = encode_output(tokens, query, output.split("\n"), spec)
         encoded.append((query_ids, line_ids, None))
-    return score_encoded(forward, tokens, spec, encoded, tokens_per_batch=tokens_per_batch)
+    return score_encoded(forward, tokens, spec, encoded, tokens_per_batch=tokens_per_batch, missed=missed)
 
 
 def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
                   encoded: Sequence[tuple[Sequence[int], Sequence[Sequence[int]], np.ndarray | None]], *,
-                  tokens_per_batch: int = 8192) -> list[np.ndarray]:
+                  tokens_per_batch: int = 8192, missed: list[np.ndarray] | None = None) -> list[np.ndarray]:
     """Score encoded outputs ``(query ids, line ids, subset)``: with ``subset`` (sorted 0-based line
     indices) only those lines are packed into windows, in order, and the others get ``UNSCORED``; None
     scores every line. Windows of all outputs are sorted by length and batched under ``tokens_per_batch``
     (rows x longest row), so padding stays small. Raises ``Cancelled`` between passes once the caller's
-    cancel check says so (squeez_ray.infer.cancel)."""
+    cancel check says so (squeez_ray.infer.cancel). Past the call's time budget (squeez_ray.infer.budget) it
+    stops between batches: the lines not yet scored keep ``UNSCORED``; ``missed``, a list, receives one
+    boolean array per output: the lines it was asked to score and did not (all False unless cut short)."""
+    from squeez_ray.infer.budget import out_of_time
+
     tokens = line_tokenizer(tokenizer)
     scores: list[np.ndarray] = []
+    todo = [np.zeros(len(line_ids), dtype=bool) for _, line_ids, _ in encoded]  # lines asked, not yet scored
     positions: list[np.ndarray] = []  # per run of lines: window line index -> output line index
     jobs: list[tuple[int, int, Window]] = []  # (output, run of lines, window)
     for i, (query_ids, line_ids, subset) in enumerate(encoded):
@@ -76,6 +82,7 @@ def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
             subset = np.asarray(subset, dtype=np.int64)
             runs = np.split(subset, np.flatnonzero(np.diff(subset) > 1) + 1) if len(subset) else []
         for run in runs:
+            todo[i][run] = True
             positions.append(run)
             windows = build_windows(query_ids, [line_ids[k] for k in run], spec, tokens.cls_id, tokens.sep_id)
             jobs.extend((i, len(positions) - 1, w) for w in windows if w.n_lines)
@@ -83,6 +90,8 @@ def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
     start = 0
     while start < len(jobs):
         raise_if_cancelled()  # a Serve caller that timed out stops its replica here, between passes
+        if out_of_time():  # answer from what was scored rather than run into the caller's timeout
+            break
         end = start + 1
         while end < len(jobs) and (end - start + 1) * len(jobs[end][2].input_ids) <= tokens_per_batch:
             end += 1
@@ -94,7 +103,13 @@ def score_encoded(forward: Forward, tokenizer: Any, spec: WindowSpec,
         for row, (i, run, w) in enumerate(batch):
             where = positions[run][w.first_line:w.first_line + w.n_lines]
             scores[i][where] = np.maximum(scores[i][where], probs[row, :w.n_lines])
+            todo[i][where] = False
         start = end
+    if start < len(jobs):  # cut short: a line no window scored is the encoder's least likely line
+        for i, left in enumerate(todo):
+            scores[i][left] = UNSCORED
+    if missed is not None:
+        missed.extend(todo)
     return scores
 
 

@@ -25,7 +25,16 @@ from squeez_ray.infer.base import (
     make_result,
     unpruned_result,
 )
+from squeez_ray.infer.budget import current as current_budget
+from squeez_ray.infer.budget import out_of_time, over_budget_note
 from squeez_ray.spans import spans_from_line_numbers
+
+
+def _scored_rows(n_lines: int, subset: np.ndarray | None, skip: np.ndarray) -> np.ndarray:
+    """The lines to fuse after a time-budget cut: those asked for (``subset``, else all) and scored."""
+    asked = np.zeros(n_lines, dtype=bool)
+    asked[np.arange(n_lines) if subset is None else subset] = True
+    return np.flatnonzero(asked & ~skip)
 
 
 class ScoringPruner(Pruner):
@@ -89,31 +98,47 @@ class ScoringPruner(Pruner):
         else:
             self.threshold = self.settings.variant_thresholds.get(variant, self.settings.threshold)
 
-    def encoder_scores(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        """The encoder's own keep-probabilities of every line, before any fusion."""
+    def encoder_scores(self, pairs: Sequence[tuple[str, str]], missed: list[np.ndarray] | None = None
+                       ) -> list[np.ndarray]:
+        """The encoder's own keep-probabilities of every line, before any fusion (``missed``: see
+        score_encoded; only a time budget leaves lines unscored here)."""
         from squeez_ray.infer.encoder.scoring import score_windows
 
         return score_windows(self._forward, self.tokenizer, self.settings.window, pairs,
-                             tokens_per_batch=self.tokens_per_batch)
+                             tokens_per_batch=self.tokens_per_batch, missed=missed)
 
-    def score(self, pairs: Sequence[tuple[str, str]]) -> list[np.ndarray]:
-        """The scores the operating point applies to: the encoder's, through the model's fusion if it has one."""
-        from squeez_ray.infer.encoder.fusion import fuse_all
+    def score(self, pairs: Sequence[tuple[str, str]], missed: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """The scores the operating point applies to: the encoder's, through the model's fusion if it has one
+        (a line the time budget left unscored is not fused: it stays ``UNSCORED``)."""
+        left: list[np.ndarray] = []
+        raw = self.encoder_scores(pairs, left)
+        if missed is not None:
+            missed.extend(left)
+        if self.fusion is None:
+            return raw
+        return [r if skip.all() else self.fusion.fuse(query, output, r, rows=np.flatnonzero(~skip) if skip.any() else None)
+                for (query, output), r, skip in zip(pairs, raw, left)]
 
-        return fuse_all(self.fusion, pairs, self.encoder_scores(pairs))
-
-    def block_scores(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
-        """Per pair: fused scores (lines the shortlist left out scored as ``UNSCORED``) and evidence blocks."""
+    def block_scores(self, pairs: Sequence[tuple[str, str]], missed: list[np.ndarray] | None = None
+                     ) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """Per pair: fused scores (lines the shortlist or the time budget left out scored as ``UNSCORED``)
+        and evidence blocks; ``missed``: see score_encoded."""
         from squeez_ray.infer.blocks.shortlist import shortlist
         from squeez_ray.infer.encoder.fusion_features import line_terms_of
         from squeez_ray.infer.encoder.scoring import encode_output, score_encoded
         from squeez_ray.infer.blocks.evidence import block_spans
 
         spec = self.settings.window
-        encoded, spans, terms = [], [], []
+        encoded, spans, terms, dropped = [], [], [], []
         for query, output in pairs:
             lines = output.split("\n")
             blocks = block_spans(lines)
+            if out_of_time():  # no time left to read this output (a 20,000-line log takes seconds): none scored
+                dropped.append(len(encoded))
+                encoded.append(([], [[] for _ in lines], np.empty(0, dtype=np.int64)))
+                spans.append(blocks)
+                terms.append(None)
+                continue
             line_terms = line_terms_of(lines)  # once: the shortlist and the fusion both read them
             query_ids, line_ids = encode_output(self.tokenizer, query, lines, spec)
             subset = (shortlist(query, lines, blocks, [len(ids) for ids in line_ids], self.shortlist_tokens,
@@ -121,11 +146,18 @@ class ScoringPruner(Pruner):
             encoded.append((query_ids, line_ids, subset))
             spans.append(blocks)
             terms.append(line_terms)
-        raw = score_encoded(self._forward, self.tokenizer, spec, encoded, tokens_per_batch=self.tokens_per_batch)
+        left: list[np.ndarray] = []
+        raw = score_encoded(self._forward, self.tokenizer, spec, encoded, tokens_per_batch=self.tokens_per_batch,
+                            missed=left)
+        for i in dropped:
+            left[i][:] = True
+        if missed is not None:
+            missed.extend(left)
         if self.fusion is None:
             return list(zip(raw, spans))
-        fused = [self.fusion.fuse(query, output, r, t, rows=subset)
-                 for (query, output), r, t, (_, _, subset) in zip(pairs, raw, terms, encoded)]
+        fused = [r if skip.all() else
+                 self.fusion.fuse(query, output, r, t, rows=_scored_rows(len(r), subset, skip) if skip.any() else subset)
+                 for (query, output), r, t, (_, _, subset), skip in zip(pairs, raw, terms, encoded, left)]
         return list(zip(fused, spans))
 
     def kept_lines(self, scores: np.ndarray, blocks, threshold: float) -> list[int]:
@@ -141,13 +173,15 @@ class ScoringPruner(Pruner):
 
         started = time.perf_counter()
         pairs = [(r.query, r.tool_output) for r in requests]
+        missed: list[np.ndarray] = []
         if self.block_decoder is not None or self.shortlist_tokens:
-            scored = self.block_scores(pairs)
+            scored = self.block_scores(pairs, missed)
         else:  # every line scored, per-line decisions: how every model before block-first pruned
-            scored = [(s, None) for s in self.score(pairs)]
+            scored = [(s, None) for s in self.score(pairs, missed)]
+        budget = current_budget()
         per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
         results = []
-        for request, (scores, blocks) in zip(requests, scored):
+        for request, (scores, blocks), skip in zip(requests, scored, missed):
             try:  # a per-request knob this model cannot honour fails that request open, not the batch
                 check_knobs(request.recall_target, request.max_kept_lines)
                 threshold = (self.threshold if request.recall_target is None
@@ -158,7 +192,10 @@ class ScoringPruner(Pruner):
                 continue
             kept = self.kept_lines(scores, blocks, threshold)
             kept = cap_kept_lines(kept, scores, request.max_kept_lines or self.max_kept_lines)
+            reasons = [] if kept else ["no line scored above the threshold"]
+            if budget is not None and skip.any():  # the budget ran out before this output was scored
+                reasons.insert(0, over_budget_note(budget.seconds, int(skip.sum()), len(skip)))
             results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
                                        render_options=render_options, latency_ms=per_item_ms,
-                                       reason=None if kept else "no line scored above the threshold"))
+                                       reason="; ".join(reasons) or None))
         return results
