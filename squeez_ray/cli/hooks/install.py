@@ -39,9 +39,10 @@ class InstallError(Exception):
 
 def build_parser(verb: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=f"squeez {verb}", description={
-        "hook": "Answer one PreToolUse payload on stdin (run by the agent, not by you).",
-        "install": "Add squeez's PreToolUse hook to the agent's settings (idempotent).",
-        "uninstall": "Remove squeez's PreToolUse hook from the agent's settings."}[verb])
+        "hook": "Answer one hook payload on stdin (run by the agent, not by you).",
+        "install": "Add squeez's hooks to the agent's settings (idempotent): PreToolUse for Bash, and "
+                   "for Claude Code PostToolUse for its Read and Grep.",
+        "uninstall": "Remove squeez's hooks from the agent's settings."}[verb])
     parser.add_argument("host", choices=HOSTS)
     if verb != "hook":
         where = parser.add_mutually_exclusive_group()
