@@ -15,7 +15,8 @@ import argparse
 import sys
 
 from squeez_ray.infer.registry import BackendOptions, add_backend_arguments, backend_options_from_args
-from squeez_ray.runner import EXIT_FAILURES, EXIT_OK, Outcome, add_config_arguments, parse_flags, run_job
+from squeez_ray.runner import (EXIT_FAILURES, EXIT_OK, Outcome, add_config_arguments, add_worker_arguments, parse_flags,
+                               run_job)
 from squeez_ray.trajectories.detect import ADAPTERS
 from squeez_ray.trajectories.pipeline import RepruneConfig, run_reprune
 from squeez_ray.trajectories.process import RepruneSettings
@@ -33,12 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--query", help="fixed query (with --query-source fixed), and the fallback otherwise")
     parser.add_argument("--markers", action=argparse.BooleanOptionalAction, default=True,
                         help="write '... [N lines omitted]' where lines were cut (default on)")
-    parser.add_argument("--workers", type=int, default=1, help="actors, each holding one pruner (default 1)")
-    parser.add_argument("--files-per-batch", type=int, default=4,
-                        help="whole files per actor call; their observations share engine batches (default 4)")
-    parser.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs reserved per actor (default 0.5)")
-    parser.add_argument("--gpus-per-worker", type=float, default=0.0,
-                        help="GPUs per actor, for model backends on GPU nodes (default 0)")
+    add_worker_arguments(parser, ("--files-per-batch", 4, "whole files per actor call; their observations share "
+                                                         "engine batches"))
     parser.add_argument("--max-query-chars", type=int, default=2000, help="queries are cut to this length")
     add_backend_arguments(parser)  # includes --min-lines (default 10 here) and --batch-size (default 64 here)
     # --config: e.g. jobs/configs/reprune.yaml (engine_kwargs go to the engine)

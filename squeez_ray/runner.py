@@ -40,7 +40,8 @@ from typing import Any
 from squeez_ray.errors import JobError
 
 __all__ = ["EXIT_FAILURES", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "JobError", "Outcome", "add_config_arguments",
-           "config_fields_help", "field_help", "job_parser", "parse_flags", "run_job"]
+           "add_worker_arguments", "config_fields_help", "field_help", "job_parser", "parse_flags", "positive_int",
+           "run_job"]
 
 EXIT_OK, EXIT_FAILURES, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -135,6 +136,28 @@ def add_config_arguments(parser: argparse.ArgumentParser, extra_keys: Sequence[s
     parser.set_defaults(_extra_config_keys=tuple(extra_keys), _required_config_keys=tuple(required))
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be at least 1 (a config value gets the same check)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup,
+                         batch: tuple[str, int, str]) -> None:
+    """The Ray actor-pool flags of the bulk commands (``squeez eval --ray``, ``jobs/reprune.py``), declared
+    once. ``batch``: (flag, default, help) of the command's own batch size (what one actor call gets)."""
+    flag, default, help_text = batch
+    parser.add_argument("--workers", type=positive_int, default=1,
+                        help="Ray actors, each holding one pruner (squeez eval: per system); default 1")
+    parser.add_argument(flag, type=positive_int, default=default, help=f"{help_text} (default {default})")
+    parser.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs reserved per actor (default 0.5)")
+    parser.add_argument("--gpus-per-worker", type=float, default=0.0,
+                        help="GPUs per actor, for model backends (vllm, transformers, encoder) on GPU nodes "
+                             "(default 0)")
+
+
 def parse_flags(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
     """Flags > ``key=value`` words > ``--config`` YAML > defaults. Keys no flag carries
     (``extra_keys`` of :func:`add_config_arguments`, e.g. ``engine_kwargs``) land on the namespace."""
@@ -178,18 +201,20 @@ def _check_numbers(parser: argparse.ArgumentParser, args: argparse.Namespace, de
     from squeez_ray.config import NEGATIVE
 
     for action in parser._actions:
-        if action.type not in (int, float) or action.nargs not in (None, "?"):
+        if action.type not in (int, float, positive_int) or action.nargs not in (None, "?"):
             continue
         value = getattr(args, action.dest, None)
         flag = action.option_strings[-1] if action.option_strings else action.dest
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or (action.type is int and
-                                                                              isinstance(value, float)):
-            kind = "an integer" if action.type is int else "a number"
+        whole = action.type in (int, positive_int)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (whole and isinstance(value, float)):
+            kind = "an integer" if whole else "a number"
             parser.error(f"{flag}: expected {kind}, got {value!r}")
         if not math.isfinite(value):
             parser.error(f"{flag}: expected a finite number, got {value!r}")
+        if action.type is positive_int and value < 1:
+            parser.error(f"{flag}: must be at least 1, got {value!r}")
         default = declared.get(action.dest)
         default = default if isinstance(default, (int, float)) else 0
         if value < 0 <= default:

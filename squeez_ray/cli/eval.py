@@ -19,16 +19,9 @@ import logging
 import sys
 
 from squeez_ray.infer.registry import BACKENDS, BASELINES, BackendError, add_backend_arguments, backend_options_from_args
-from squeez_ray.runner import add_config_arguments, parse_flags
+from squeez_ray.runner import add_config_arguments, add_worker_arguments, parse_flags, positive_int
 
 DEFAULT_SYSTEMS = BASELINES
-
-
-def positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
@@ -51,12 +44,7 @@ def build_parser(prog: str = "squeez eval") -> argparse.ArgumentParser:
     group = parser.add_argument_group("Ray Data options (with --ray)")
     group.add_argument("--ray", action="store_true",
                        help="run on Ray Data: one actor pool per system (joins RAY_ADDRESS, else a local Ray)")
-    group.add_argument("--workers", type=positive_int, default=1, help="actors per system (default 1)")
-    group.add_argument("--examples-per-batch", type=positive_int, default=16,
-                       help="examples per actor call; each call's rows are saved at once (default 16)")
-    group.add_argument("--cpus-per-worker", type=float, default=0.5, help="CPUs per actor (default 0.5)")
-    group.add_argument("--gpus-per-worker", type=float, default=0.0,
-                       help="GPUs per actor of a model backend (vllm, transformers, encoder); default 0")
+    add_worker_arguments(group, ("--examples-per-batch", 16, "examples per actor call; each call's rows are saved at once"))
     add_config_arguments(parser, required=["data", "out"])
     return parser
 

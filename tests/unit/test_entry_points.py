@@ -1,0 +1,61 @@
+"""Entry points: each flag group is declared once, and argv is read only by entry points (jobs/, cli/).
+
+A flag that two commands share comes from one declaration (``cli/args.add_pruning_flags`` for the pipe
+and ``squeez run``; ``runner.add_worker_arguments`` for ``squeez eval`` and ``jobs/reprune.py``;
+``infer/registry.add_backend_arguments`` for every backend flag), so its help, default and type cannot
+drift apart again: a second, hand-written copy of any of them fails the comparison below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _job(name: str):
+    spec = importlib.util.spec_from_file_location(f"job_{name}", REPO / "jobs" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _declarations(parser: argparse.ArgumentParser) -> dict[str, tuple]:
+    """Each option string -> everything its declaration sets (what two copies would differ in)."""
+    return {option: (type(action).__name__, action.dest, action.default, action.type, action.choices,
+                     action.nargs, action.const, action.help, action.metavar, action.required)
+            for action in parser._actions for option in action.option_strings}
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    from squeez_ray.cli import args, eval, run
+
+    return {"squeez": args.build_parser(), "squeez run": run.build_parser(), "squeez eval": eval.build_parser(),
+            "jobs/reprune.py": _job("reprune").build_parser()}
+
+
+@pytest.mark.parametrize("one, other", [("squeez", "squeez run"), ("squeez eval", "jobs/reprune.py")])
+def test_a_flag_two_commands_share_is_declared_once(one, other):
+    parsers = _parsers()
+    first, second = _declarations(parsers[one]), _declarations(parsers[other])
+    shared = sorted(set(first) & set(second))
+    assert len(shared) > 10  # the comparison is about something: the backend group at least
+    if other == "jobs/reprune.py":
+        assert {"--workers", "--cpus-per-worker", "--gpus-per-worker", "--config"} <= set(shared)
+    assert [flag for flag in shared if first[flag] != second[flag]] == []
+
+
+def test_the_backend_flags_are_declared_by_the_registry_alone():
+    from squeez_ray.infer.registry import add_backend_arguments
+
+    group = argparse.ArgumentParser(add_help=False)
+    add_backend_arguments(group)
+    expected = _declarations(group)
+    for name, parser in _parsers().items():
+        got = _declarations(parser)
+        differ = [flag for flag in expected if got.get(flag) != expected[flag]]
+        assert differ == [], f"{name} declares {differ} itself"
