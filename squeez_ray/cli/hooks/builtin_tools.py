@@ -2,9 +2,10 @@
 
 Bash hooks never see these tools. Claude Code (v2.1.121 changelog) lets a PostToolUse hook replace
 any tool's result with ``hookSpecificOutput.updatedToolOutput``; the value is validated against that
-tool's own output schema and silently dropped when it does not match (a bare string is dropped,
-anthropics/claude-code#86753 and #68951, reproduced by a maintainer on v2.1.233; an object of the
-tool's shape is applied). So the answer is the payload's own ``tool_response`` with only the text
+tool's own output schema and silently dropped when it does not match (a bare string is dropped for
+Read and Bash, anthropics/claude-code#86753 and #68951, reproduced by a maintainer on v2.1.233, who
+showed Bash's object shape applied; #88118, v2.1.237, reads the host's code: a payload valid against
+Read's schema replaces the result). So the answer is the payload's own ``tool_response`` with only the text
 changed, and the hook answers nothing at all (the result stays as it was) on any doubt:
 
 - a host version it cannot read, or one older than ``MIN_VERSION``: the payload carries no version,
