@@ -37,9 +37,9 @@ from typing import Any
 from squeez_ray.cli.hooks.raw import raw_requested
 from squeez_ray.cli.hooks.transcript import host_version, last_user_prompt
 
-# The first version a maintainer showed applying an object-shaped updatedToolOutput (Bash and Read,
-# anthropics/claude-code#68951 and #86753, v2.1.233). 2.1.121 introduced the key, but the reports up to
-# 2.1.209 show no replacement applied, so nothing older is trusted.
+# The first version a maintainer showed applying an object-shaped updatedToolOutput (Bash, anthropics/
+# claude-code#68951, v2.1.233; the same day #86753 on Read). 2.1.121 introduced the key, but every report
+# before 2.1.233 shows it dropped (strings, or no shape said), none shows it applied: nothing older is trusted.
 MIN_VERSION = (2, 1, 233)
 # Over these the host keeps a result on disk and shows the model a 2,000-character preview
 # (Grep's maxResultSizeChars 20,000; Read's is unbounded, Read caps itself at 25,000 tokens, so the
