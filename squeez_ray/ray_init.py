@@ -33,20 +33,18 @@ def init_ray(address: str | None = None, *, log_to_driver: bool = False) -> None
 
         ray_sessions.reap_stale_sessions()  # agents a SIGKILLed job's Ray left holding ports
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
-        ray.init(address="local", include_dashboard=False, log_to_driver=log_to_driver,
-                 runtime_env={"env_vars": env} if env else None)
-        session_dir = _session_dir()
+        context = ray.init(address="local", include_dashboard=False, log_to_driver=log_to_driver,
+                           runtime_env={"env_vars": env} if env else None)
+        session_dir = _session_dir(context)
         if session_dir:
             ray_sessions.record_session(session_dir)
     else:
         ray.init(address=target, log_to_driver=log_to_driver)
 
 
-def _session_dir() -> str | None:
-    """The embedded Ray's session directory (None where Ray does not say, e.g. a mocked init)."""
-    try:
-        import ray
-
-        return ray._private.worker.global_worker.node.get_session_dir_path()
-    except Exception:  # noqa: BLE001 - a private API: losing the record only costs the clean-up, never the job
-        return None
+def _session_dir(context: object) -> str | None:
+    """The embedded Ray's session directory, from the context ``ray.init`` returns (its public
+    ``address_info``, what Ray's own deprecation notes point to); None where it does not say (a mocked init)."""
+    info = getattr(context, "address_info", None)
+    session_dir = info.get("session_dir") if isinstance(info, dict) else None
+    return str(session_dir) if session_dir else None

@@ -46,3 +46,19 @@ def test_no_second_init(monkeypatch):
     calls = _capture(monkeypatch, initialized=True)
     init_ray()
     assert calls == []
+
+
+def test_the_embedded_ray_is_recorded_by_the_session_dir_init_returns(monkeypatch):
+    """The session directory comes from ray.init's returned context (public), not from ray._private."""
+    from types import SimpleNamespace
+
+    from squeez_ray import ray_sessions
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: SimpleNamespace(address_info={"session_dir": "/tmp/ray/s_1"}))
+    monkeypatch.setattr(ray_sessions, "reap_stale_sessions", lambda: [])
+    recorded = []
+    monkeypatch.setattr(ray_sessions, "record_session", recorded.append)
+    init_ray()
+    assert recorded == ["/tmp/ray/s_1"]
