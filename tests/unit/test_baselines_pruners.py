@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from squeez_ray.infer.registry import BackendOptions, build_pruner
@@ -82,3 +84,52 @@ def test_bm25_does_not_load_numba_but_a_later_import_still_works():
             "import numba  # the mask is gone after the import: other code can still use numba\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def _bm25s_scores(query, lines):
+    """The scores bm25s itself gives (how BM25Lines scored until it stopped importing it)."""
+    import sys
+
+    import numpy as np
+
+    sys.modules.setdefault("numba", None)  # bm25s's numpy path, as BM25Lines used it
+    import bm25s
+
+    corpus = bm25s.tokenize(lines, return_ids=False, show_progress=False)
+    if not any(corpus):
+        return np.zeros(len(lines))
+    retriever = bm25s.BM25(k1=1.5, b=0.75)
+    retriever.index(corpus, show_progress=False)
+    known = [t for t in bm25s.tokenize([query], return_ids=False, show_progress=False)[0] if t in retriever.vocab_dict]
+    return np.asarray(retriever.get_scores(known), dtype=np.float64) if known else np.zeros(len(lines))
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize("query, source", [
+    ("which test failed and why", "log"),
+    ("where is the config parsed parse_config", "log"),
+    ("the the the and", "log"),  # stop words only: nothing to rank
+    ("make_result spans normalize", "squeez_ray/infer/base.py"),
+    ("how is the budget of a call counted, and the deadline deadline", "squeez_ray/infer/budget.py"),
+    ("install the hook claude code timeout", "docs/CLI.md"),
+])
+def test_bm25_scores_and_ranks_lines_exactly_as_bm25s(query, source):
+    """The pure-Python BM25 (no numpy / scipy at start) is bm25s's variant to the bit, ties included."""
+    import numpy as np
+
+    from squeez_ray.infer.baselines import BM25Lines, bm25_line_scores
+
+    if source == "log":
+        lines = [f"tests/test_mod{i % 7}.py::test_case_{i} PASSED" for i in range(300)]
+        lines[150:150] = ["E   AssertionError: parse_config('a.toml') failed", "", "FAILED tests/test_cfg.py::test_parse"]
+    else:
+        lines = (REPO_ROOT / source).read_text(encoding="utf-8").split("\n")
+    ours = np.asarray(bm25_line_scores(query, lines))
+    theirs = _bm25s_scores(query, lines)
+    assert np.array_equal(ours, theirs)
+    assert list(np.argsort(-ours, kind="stable")) == list(np.argsort(-theirs, kind="stable"))
+    k = keep_count(len(lines), 0.10)
+    chosen = BM25Lines().choose(PruneRequest(query, ""), lines, k)
+    assert chosen == [int(i) + 1 for i in np.argsort(-theirs, kind="stable")[:k]]  # the lines bm25s would keep

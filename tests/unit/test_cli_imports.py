@@ -129,3 +129,11 @@ def test_a_call_that_prunes_nothing_loads_no_pruner_runtime(tmp_path, case, args
                SQUEEZ_DAEMON=daemon)
     assert loaded_at_exit(args, stdin, env) == []
     assert not (tmp_path / "squeez").exists() or not any((tmp_path / "squeez").glob("*.sock"))  # none started
+
+
+def test_bm25_prunes_without_loading_numpy_or_scipy(tmp_path):
+    """`squeez --backend bm25` is pure Python (issue 36 item 6): bm25s pulled numpy and scipy into its start."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SQUEEZ_")}
+    env.update(HOME=str(tmp_path), XDG_RUNTIME_DIR=str(tmp_path), SQUEEZ_STORE=str(tmp_path / "store"), SQUEEZ_DAEMON="0")
+    log = b"".join(b"tests/t%d.py PASSED\n" % i for i in range(300)) + b"tests/t_cfg.py FAILED\n"
+    assert loaded_at_exit(["--backend", "bm25", "--stats", "which test failed"], log, env) == []
