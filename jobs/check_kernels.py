@@ -8,9 +8,23 @@ slow PyTorch fallback. A node without CUDA has nothing to check and exits 0.
 
 from __future__ import annotations
 
+import argparse
 import sys
 
-from squeez_ray.train.kernels import main
+from squeez_ray.runner import Outcome, run_job
+
+
+def work(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.train.kernels import report
+
+    return Outcome(exit_code=report(require=args.require))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--require", action="store_true", help="exit 1 when a kernel is missing or broken")
+    return run_job("check_kernels", work, argv, parser=parser, logs=False)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,24 +9,51 @@
 each one's flags.
 """
 
+from __future__ import annotations
+
+import argparse
 import sys
 
-SOURCES = ("python", "ecosystems")
+from squeez_ray.runner import Outcome, run_job
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] in (["-h"], ["--help"]):
-        print(__doc__)
-        return 0
-    if not argv or argv[0] not in SOURCES:
-        print(f"usage: python jobs/collect_pool.py {{{','.join(SOURCES)}}} [FLAGS | --help]", file=sys.stderr)
-        return 2
-    if argv[0] == "python":
-        from squeez_ray.collect.sources.python_pool import main as collect
-    else:
-        from squeez_ray.collect.sources.ecosystems import main as collect
-    return collect(argv[1:]) or 0
+def python(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.collect.sources.python_pool import write_pool
+
+    count = write_pool(args.cache, args.out, args.repo, args.repo_source, args.repo_licence, args.seed)
+    return Outcome(notes=[f"{count} pool rows -> {args.out}"])
+
+
+def ecosystems(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.collect.sources.ecosystems import collect_ecosystems
+
+    count, path = collect_ecosystems(args.out, args.only, args.redo)
+    return Outcome(notes=[f"wrote {count} rows to {path}"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    from squeez_ray.collect.sources import ecosystems as ecosystems_module
+    from squeez_ray.collect.sources import python_pool as python_module
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sources = parser.add_subparsers(dest="source", required=True)
+    p = sources.add_parser("python", help="package observations, long outputs, a repository's git history",
+                           description=python_module.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--cache", required=True, help="cache_dir of jobs/build_encoder_data.py")
+    p.add_argument("--repo", help="a git repository whose real history to add (e.g. this checkout)")
+    p.add_argument("--repo-source", default="repo:squeez-ray")
+    p.add_argument("--repo-licence", default="the repository's own licence")
+    p.add_argument("--out", required=True)
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(run=python)
+    p = sources.add_parser("ecosystems", help="npm, C, Rust, Java and service-log recipes",
+                           description=ecosystems_module.__doc__.splitlines()[0])
+    p.add_argument("--out", default="runs/handlabel/pool/ecosystems.jsonl")
+    p.add_argument("--only", nargs="*", help="recipe names (default: all)")
+    p.add_argument("--redo", action="store_true", help="rerun recipes even when cached")
+    p.set_defaults(run=ecosystems)
+    return run_job("collect_pool", lambda args: args.run(args), argv, parser=parser, logs=False)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(main())

@@ -12,8 +12,6 @@ the result is checked as ``build_app`` would check it, so a typo is one error he
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,28 +46,12 @@ def render(path: str | Path, overrides: list[str], app: str | None = None) -> di
     return document
 
 
-def main(argv: list[str] | None = None) -> int:
+def render_to(config: str, overrides: list[str], app: str | None = None, out: str | None = None) -> str:
+    """:func:`render` as YAML, written to ``out`` (parent folders made) or returned for standard output."""
     import yaml
 
-    from squeez_ray.config import ConfigError
-
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("config", help="a Serve config (serve_configs/*.yaml)")
-    parser.add_argument("overrides", nargs="*", help="key=value under the application's args")
-    parser.add_argument("--app", help="application name (when the config holds several)")
-    parser.add_argument("--out", help="file to write (default: standard output)")
-    args = parser.parse_args(argv)
-    try:
-        document = render(args.config, args.overrides, args.app)
-    except ConfigError as error:
-        print(f"render: {error}", file=sys.stderr)
-        return 2
-    text = yaml.safe_dump(document, sort_keys=False)
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(text)
-        print(f"render: wrote {args.out}; deploy it with: serve deploy {args.out}", file=sys.stderr)
-    else:
-        sys.stdout.write(text)
-    return 0
-
+    text = yaml.safe_dump(render(config, overrides, app), sort_keys=False)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    return text

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 from typing import Any, Callable
 
 log = logging.getLogger(__name__)
@@ -103,8 +102,8 @@ def warn_if_slow_kernels(model: Any, *, use_gpu: bool) -> dict[str, str]:
     return problems
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+def report(require: bool = False) -> int:
+    """Print which kernels import and run here (jobs/check_kernels.py); 1 when one fails and ``require``."""
     try:
         import torch
 
@@ -119,5 +118,5 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernels: {distribution} {problem}")
     if not problems:
         print("kernels: flash-linear-attention and causal-conv1d import and run")
-    return 1 if problems and "--require" in args else 0
+    return 1 if problems and require else 0
 

@@ -10,7 +10,6 @@ substitute for the real data set (jobs/configs/qwen35_2b_lora.yaml reads that).
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 from pathlib import Path
@@ -102,13 +101,6 @@ def write_jsonl(rows: list[dict[str, Any]], path: str | Path) -> Path:
     return Path(path)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="write a synthetic labelled set (JSONL, project format)")
-    parser.add_argument("out")
-    parser.add_argument("--n", type=int, default=64)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--filler-lines", type=int, default=0, help="irrelevant lines added to each output")
-    args = parser.parse_args(argv)
-    write_jsonl(synthetic_rows(args.n, seed=args.seed, filler_lines=args.filler_lines), args.out)
-    print(args.out)
-    return 0
+def write_synthetic(path: str | Path, n: int = 64, *, seed: int = 0, filler_lines: int = 0) -> Path:
+    """``n`` rows of :func:`synthetic_rows` written to ``path`` (JSONL, atomically): jobs/synthetic_data.py."""
+    return write_jsonl(synthetic_rows(n, seed=seed, filler_lines=filler_lines), path)

@@ -9,6 +9,7 @@ drift apart again: a second, hand-written copy of any of them fails the comparis
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib.util
 from pathlib import Path
 
@@ -59,3 +60,33 @@ def test_the_backend_flags_are_declared_by_the_registry_alone():
         got = _declarations(parser)
         differ = [flag for flag in expected if got.get(flag) != expected[flag]]
         assert differ == [], f"{name} declares {differ} itself"
+
+
+# Only entry points read the command line: the cli/ package (the `squeez` command), runner.py (the
+# jobs' shared parsing) and jobs/*.py. A library module takes its inputs as arguments.
+ENTRY_POINTS = ("cli/", "runner.py")
+
+
+def _reads_argv(tree: ast.AST) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            found += [f"line {node.lineno}: imports argparse" for n in names if n == "argparse"]
+        elif isinstance(node, ast.Attribute) and node.attr == "argv" and isinstance(node.value, ast.Name) \
+                and node.value.id == "sys":
+            found.append(f"line {node.lineno}: reads sys.argv")
+    return found
+
+
+def test_no_library_module_parses_the_command_line():
+    package = REPO / "squeez_ray"
+    offenders = {}
+    for path in sorted(package.rglob("*.py")):
+        relative = path.relative_to(package).as_posix()
+        if relative.startswith(ENTRY_POINTS):
+            continue
+        found = _reads_argv(ast.parse(path.read_text(encoding="utf-8")))
+        if found:
+            offenders[relative] = found
+    assert offenders == {}

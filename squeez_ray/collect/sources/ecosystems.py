@@ -11,7 +11,6 @@ so a rerun skips finished recipes and only concatenates.
 """
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import os
@@ -273,16 +272,19 @@ def write_atomic(path: Path, rows):
     os.replace(tmp, path)
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default="runs/handlabel/pool/ecosystems.jsonl")
-    ap.add_argument("--only", nargs="*", help="recipe names (default: all)")
-    ap.add_argument("--redo", action="store_true", help="rerun recipes even when cached")
-    a = ap.parse_args(argv)
-    names = a.only or list(RECIPES)
+def collect_ecosystems(out: str | Path = "runs/handlabel/pool/ecosystems.jsonl", only: list[str] | None = None,
+                       redo: bool = False) -> tuple[int, Path]:
+    """Run the recipes (``only`` these; cached ones again with ``redo``) and write every cached recipe's rows
+    to ``out`` (relative: under the checkout): jobs/collect_pool.py ecosystems. Returns (rows, path)."""
+    names = only or list(RECIPES)
+    unknown = [name for name in names if name not in RECIPES]
+    if unknown:
+        from squeez_ray.errors import JobError
+
+        raise JobError(f"unknown recipe(s) {', '.join(unknown)}; choose from: {', '.join(RECIPES)}")
     for name in names:
         cached = CACHE / "rows" / f"{name}.jsonl"
-        if cached.exists() and not a.redo:
+        if cached.exists() and not redo:
             continue
         t0 = time.time()
         fn, args = RECIPES[name]
@@ -304,6 +306,6 @@ def main(argv=None):
             if r["output_id"] not in seen:
                 seen.add(r["output_id"])
                 rows.append(r)
-    out = Path(a.out) if Path(a.out).is_absolute() else ROOT / a.out
-    write_atomic(out, rows)
-    print(f"wrote {len(rows)} rows to {out}")
+    path = Path(out) if Path(out).is_absolute() else ROOT / out
+    write_atomic(path, rows)
+    return len(rows), path

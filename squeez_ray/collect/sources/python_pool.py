@@ -10,7 +10,6 @@ chooses WHICH outputs a labeller sees (a quota per family and package, so no fam
 
 from __future__ import annotations
 
-import argparse
 import json
 import random
 import re
@@ -233,22 +232,16 @@ def repo_rows(repo: Path, source: str, licence: str, seed: int = 0) -> list[dict
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--cache", required=True, help="cache_dir of jobs/build_encoder_data.py")
-    parser.add_argument("--repo", help="a git repository whose real history to add (e.g. this checkout)")
-    parser.add_argument("--repo-source", default="repo:squeez-ray")
-    parser.add_argument("--repo-licence", default="the repository's own licence")
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+def write_pool(cache: str | Path, out: str | Path, repo: str | Path | None = None, repo_source: str = "repo:squeez-ray",
+               repo_licence: str = "the repository's own licence", seed: int = 0) -> int:
+    """The pool rows of the packages cached in ``cache`` (and ``repo``'s history), one per output, written
+    to ``out`` (JSONL, atomically): jobs/collect_pool.py python. Returns how many."""
     from squeez_ray.io_utils import write_text_atomic
 
-    cache = Path(args.cache)
-    rows = package_rows(cache, args.seed) + long_rows(cache, args.seed) + extra_rows(cache)
-    if args.repo:
-        rows += repo_rows(Path(args.repo), args.repo_source, args.repo_licence, args.seed)
+    cache = Path(cache)
+    rows = package_rows(cache, seed) + long_rows(cache, seed) + extra_rows(cache)
+    if repo:
+        rows += repo_rows(Path(repo), repo_source, repo_licence, seed)
     unique = list({r["output_id"]: r for r in rows}.values())
-    write_text_atomic(args.out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
-    print(f"{len(unique)} pool rows -> {args.out}")
-    return 0
+    write_text_atomic(out, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in unique))
+    return len(unique)
