@@ -101,14 +101,7 @@ class Pruner:
 
     def prune_batch(self, requests: Sequence[PruneRequest], *, render_options: RenderOptions = RenderOptions(),
                     fail_open: bool = True) -> list[PruneResult]:
-        results: list[PruneResult | None] = [None] * len(requests)
-        todo: list[int] = []
-        for i, request in enumerate(requests):
-            n_lines = len(split_lines(request.tool_output))
-            if self.min_lines and n_lines < self.min_lines:
-                results[i] = unpruned_result(request.tool_output, f"below min_lines={self.min_lines}", model=self.name)
-            else:
-                todo.append(i)
+        results, todo = self.gate_short(requests)
         if todo:
             started = time.perf_counter()
             try:
@@ -125,6 +118,18 @@ class Pruner:
                     result.latency_ms = per_item_ms
                 results[i] = result
         return results  # type: ignore[return-value]
+
+    def gate_short(self, requests: Sequence[PruneRequest]) -> tuple[list[PruneResult | None], list[int]]:
+        """The ``min_lines`` gate of every path (``prune_batch``, Serve's model replicas): the unpruned
+        answer of each output too short to prune (None for the others), and the indices left to prune."""
+        results: list[PruneResult | None] = [None] * len(requests)
+        todo: list[int] = []
+        for i, request in enumerate(requests):
+            if self.min_lines and len(split_lines(request.tool_output)) < self.min_lines:
+                results[i] = unpruned_result(request.tool_output, f"below min_lines={self.min_lines}", model=self.name)
+            else:
+                todo.append(i)
+        return results, todo
 
     def prune(self, query: str, tool_output: str, *, tool_type: str | None = None,
               render_options: RenderOptions = RenderOptions(), fail_open: bool = True) -> PruneResult:

@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions, unpruned_result
+from squeez_ray.infer.base import PruneRequest, PruneResult, RenderOptions
 from squeez_ray.serve.config import ServeAppConfig
 from squeez_ray.serve.model import ModelClient
-from squeez_ray.spans import split_lines
 
 
 class ModelPruning:
@@ -29,19 +28,13 @@ class ModelPruning:
             options.max_context_tokens = int(config.engine_kwargs["max_model_len"])
         self._pruner = GenerativePruner.for_prompting(model_dir, options)
         self._pruner.name = config.model_id
-        self._min_lines = options.min_lines
+        self._pruner.min_lines = options.min_lines
         self._max_calls = config.limits.max_calls_per_request
         self._client = ModelClient(llm_server, config.model_id)
         self.name = config.model_id
 
     async def prune(self, requests: Sequence[PruneRequest], render_options: RenderOptions) -> list[PruneResult]:
-        results: list[PruneResult | None] = [None] * len(requests)
-        todo = []
-        for i, request in enumerate(requests):
-            if self._min_lines and len(split_lines(request.tool_output)) < self._min_lines:
-                results[i] = unpruned_result(request.tool_output, f"below min_lines={self._min_lines}", model=self.name)
-            else:
-                todo.append(i)
+        results, todo = self._pruner.gate_short(requests)  # the gate every pruning path shares
         if todo:
             # Tokenising and mapping are CPU work: off the event loop, so other requests keep flowing.
             prepared = await asyncio.to_thread(self._pruner.prepare, [requests[i] for i in todo])

@@ -269,3 +269,39 @@ def test_the_schema_states_the_text_constraints():
     item = PruneBody.model_json_schema()["properties"]
     assert item["query"]["minLength"] == 1 and item["query"]["pattern"] == "\\S"
     assert "\\u0000" in item["tool_output"]["pattern"]
+
+
+# -- the model replicas' pruning ----------------------------------------------------------------
+
+def test_model_pruning_gates_short_outputs_as_every_pruner_does():
+    """Serve's model path answers an output below min_lines with the same unpruned result as
+    Pruner.prune_batch (one shared gate, Pruner.gate_short), and sends only the others to the model."""
+    from types import SimpleNamespace
+
+    from squeez_ray.infer.base import Pruner, PruneRequest, make_result
+    from squeez_ray.serve.model_pruning import ModelPruning
+
+    class Prompting(Pruner):  # what GenerativePruner.for_prompting gives ModelPruning, minus the tokenizer
+        name, min_lines = "squeez-pruner", 5
+
+        def prepare(self, requests):
+            self.prepared = list(requests)
+            return SimpleNamespace(jobs=[SimpleNamespace(prompt=r.query, max_new_tokens=8, stop=()) for r in requests])
+
+        def assemble(self, prepared, generations, render_options):
+            return [make_result(r.tool_output, [(1, 1)], model=self.name) for r in self.prepared]
+
+    prompted = []
+
+    async def complete(prompt, max_tokens, stop):
+        prompted.append(prompt)
+        return "1"
+
+    pruning = ModelPruning.__new__(ModelPruning)
+    pruning._pruner, pruning._max_calls, pruning.name = Prompting(), 2, "squeez-pruner"
+    pruning._client = SimpleNamespace(complete=complete)
+    short, long = PruneRequest("short", "a\nb"), PruneRequest("long", "\n".join("abcdefg"))
+    served = asyncio.run(pruning.prune([short, long], render_options=None))
+    assert prompted == ["long"] and served[1].pruned
+    assert served[0] == Pruner.prune_batch(Prompting(), [short])[0]
+    assert served[0].reason == "below min_lines=5" and not served[0].pruned
