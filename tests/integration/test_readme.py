@@ -71,6 +71,13 @@ def test_readme_main_command_runs_the_whole_pipeline():
     assert list(answers) == ["served model (squeez-pruner)", "shipped encoder (squeez's default)"], answers
     assert "    shipped encoder (squeez's default):" in run.stdout.split("=== [7/7]")[1], tail
     assert "FAILED test_inventory.py::test_reserve_pear - ValueError" in answers["shipped encoder (squeez's default)"]
+    # Where the time went, stage by stage (issue 38 item 4): in summary.json and printed at its end
+    from squeez_ray.quickstart import STAGES, stage_times
+
+    seconds = summary["seconds"]
+    assert set(STAGES) | {"total"} <= set(seconds) and all(v >= 0 for v in seconds.values()), seconds
+    assert sum(seconds[s] for s in STAGES) <= seconds["total"] + 1, seconds
+    assert stage_times(seconds) in run.stdout.split("=== [7/7]")[1], tail
     # Step 1 is jobs/sample_data.py's builder: the data it left is a real dataset training reads.
     check_sample_dataset(REPO / "runs" / "quickstart" / "data")
 
