@@ -164,8 +164,10 @@ def python(args: dict[str, Any], ctx: Context) -> Command:
 
 
 def test_output(args: dict[str, Any], ctx: Context) -> Command:
+    # The interpreter is squeez-ray's: its own test plugins (xdist, hypothesis, schemathesis, ...) are not the
+    # project's, and autoloading them cost ~3 s of CPU a run (the quickstart's sample makes 24) for the same output.
     return Command(["python", "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", *_tests(ctx, args)],
-                   _python_env(ctx))
+                   {**_python_env(ctx), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
 
 
 def pip_install(args: dict[str, Any], ctx: Context) -> Command:

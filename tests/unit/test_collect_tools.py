@@ -126,3 +126,14 @@ def test_test_patch_that_does_not_apply_is_reported_not_fatal(toy, tmp_path):
     bad = "diff --git a/nope.py b/nope.py\n--- a/nope.py\n+++ b/nope.py\n@@ -1 +1 @@\n-x\n+y\n"
     worktree, note = cache.checkout(row["repo"], row["base_commit"], bad)
     assert note and "test_patch not applied" in note and (worktree / "calc" / "ops.py").exists()
+
+
+def test_a_projects_test_run_loads_none_of_squeez_rays_own_pytest_plugins(tmp_path):
+    # The sandbox runs the project's tests on squeez-ray's interpreter; its dev plugins are not the project's
+    # (and loading them cost ~3 s of CPU per run, 24 runs in the quickstart's sample).
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_alone.py").write_text(
+        "import sys\n\n\ndef test_no_foreign_plugins():\n"
+        "    assert not {'xdist', 'schemathesis', '_hypothesis_pytestplugin'} & set(sys.modules)\n")
+    obs = run_tool("test_output", {"tests": ["tests/test_alone.py"]}, tmp_path, timeout_s=120)
+    assert obs["exit_code"] == 0 and "1 passed" in obs["tool_output"], obs["tool_output"]
