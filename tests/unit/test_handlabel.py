@@ -243,3 +243,42 @@ def test_label_job_reads_a_jsonl_pool_as_observations(tmp_path):
     path.write_text(json.dumps(pool_row()) + "\n")
     [obs] = _read_observations(str(path))
     assert obs["instance_id"] == pool_row()["output_id"] and obs["tool_type"] == "test_output"
+
+
+
+def test_third_party_package_code_runs_in_the_collection_sandbox(monkeypatch, tmp_path):
+    """What the pool runs over an unpacked package (its tests, its imports, reads of its files) goes
+    through collect/sandbox.py: own HOME, none of the collector's environment, a deadline."""
+    import sys
+
+    from squeez_ray.collect.sources.python_pool import _run_third_party
+
+    monkeypatch.setenv("SQUEEZ_TEST_SECRET", "hunter2")
+    code, output = _run_third_party([sys.executable, "-c", "import os; print(os.environ['HOME']); "
+                                     "print(os.environ.get('SQUEEZ_TEST_SECRET', 'unset')); raise SystemExit(3)"],
+                                    tmp_path)
+    home, secret = output.split()
+    assert code == 3 and "squeez-home-" in home and secret == "unset"
+    assert _run_third_party([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path, timeout=0.5) == (None, "")
+
+
+def test_the_pool_runs_every_package_command_through_the_sandbox(monkeypatch, tmp_path):
+    from squeez_ray.collect import sandbox
+    from squeez_ray.collect.sources import python_pool
+
+    sandboxed, plain = [], []
+    monkeypatch.setattr(sandbox, "run_sandboxed", lambda argv, cwd, **kw: sandboxed.append(argv[-1]) or
+                        sandbox.RunResult(argv, 0, "", False, 0.0, None))
+    monkeypatch.setattr(python_pool, "_run", lambda argv, cwd, timeout=120: plain.append(argv) or (None, ""))
+    cache = tmp_path / "cache"
+    (cache / "observations").mkdir(parents=True)
+    (cache / "observations" / "tinypkg-1.0.json").write_text(json.dumps({"package": "tinypkg", "version": "1.0"}))
+    src = cache / "src" / "tinypkg-1.0"
+    (src / "tinypkg").mkdir(parents=True)
+    (src / "tinypkg" / "__init__.py").write_text("")
+    (src / "tests").mkdir()
+    (src / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    python_pool.long_rows(cache)
+    python_pool.extra_rows(cache)
+    assert {"tests/test_x.py", ".", "tinypkg", "tests"} <= set(sandboxed)  # pytest, grep / find, mypy, the suite
+    assert all(argv[1:3] == ["-m", "pip"] for argv in plain)  # only pip's resolver runs outside (needs the index)

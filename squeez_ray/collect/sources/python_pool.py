@@ -11,6 +11,7 @@ chooses WHICH outputs a labeller sees (a quota per family and package, so no fam
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -29,6 +30,7 @@ QUOTAS = {"read_file": 4, "grep": 3, "git_log": 1, "git_blame": 2, "git_diff": 2
 # Collector tool types -> the families of LABELLING.md (named as the public cases name them).
 FAMILY_OF = {"lint_output": "lint", "ls": "ls_find", "python": "python_traceback"}
 LONG_LINES = 800
+MAX_OUTPUT_BYTES = 16 * 1024 * 1024  # a third-party run printing more is dropped (MAX_LINES keeps far less)
 ENV = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "NO_COLOR": "1", "TERM": "dumb", "GIT_PAGER": "cat",
        "PAGER": "cat", "HOME": "/tmp"}
 
@@ -87,7 +89,21 @@ def package_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
     return rows
 
 
+def _run_third_party(argv: list[str], src: Path, timeout: float = 120,
+                     env_extra: dict[str, str] | None = None) -> tuple[int | None, str]:
+    """A command over an unpacked third-party package (its tests, its imports, reads of its files) runs in
+    the collection sandbox: own HOME, scrubbed environment, no network, output cap, the whole process
+    group killed at the deadline. (None, "") when it timed out or could not start."""
+    from squeez_ray.collect.sandbox import run_sandboxed
+
+    result = run_sandboxed(argv, src, timeout_s=timeout, max_output_bytes=MAX_OUTPUT_BYTES, env_extra=env_extra)
+    if result.error or result.truncated:
+        return None, ""
+    return result.exit_code, result.output
+
+
 def _run(argv: list[str], cwd: Path, timeout: float = 120) -> tuple[int | None, str]:
+    """Our own tools (git over a checkout, pip's resolver against the index): not third-party code."""
     try:
         done = subprocess.run(argv, cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               timeout=timeout, check=False)
@@ -121,7 +137,7 @@ def long_rows(cache: Path, seed: int = 0) -> list[dict[str, Any]]:
             commands.append(("test_output", [python, "-m", "pytest", "-v", "-p", "no:cacheprovider", "--tb=short",
                                              str(rng.choice(tests).relative_to(src))]))
         for family, argv in commands:
-            code, output = _run(argv, src)
+            code, output = _run_third_party(argv, src)
             command = " ".join(argv).replace(python, "python")
             if code is not None and _usable(output) and output.count("\n") + 1 > LONG_LINES:
                 rows.append(_row(source, family, command, f"{name}-{version} (unpacked sdist)", code, output,
@@ -173,17 +189,15 @@ def extra_rows(cache: Path) -> list[dict[str, Any]]:
                 break
         for family, argv in commands:
             env_path = f"{src}:{src / 'src'}"
-            try:
-                done = subprocess.run(argv, cwd=src, env={**ENV, "PYTHONPATH": env_path, "MYPY_CACHE_DIR": "/tmp/mypy"},
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180, check=False)
-            except subprocess.TimeoutExpired:
+            code, output = _run_third_party(argv, src, timeout=180,
+                                            env_extra={"PYTHONPATH": env_path, "MYPY_CACHE_DIR": os.devnull})
+            if code is None:
                 continue
-            output = done.stdout.decode("utf-8", "replace")
             if family == "python_traceback" and "Traceback" not in output:
                 continue
             if _usable(output):
                 command = " ".join(argv).replace(python, "python").replace("\n", "; ")
-                rows.append(_row(source, family, command, f"{name}-{version} (unpacked sdist)", done.returncode,
+                rows.append(_row(source, family, command, f"{name}-{version} (unpacked sdist)", code,
                                  output, versions, licence))
     for pins in PIP_CONFLICTS:
         argv = [python, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-cache-dir", *pins]
