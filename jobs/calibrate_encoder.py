@@ -15,9 +15,16 @@ request, or a kept-lines budget (``--max-kept-lines``). Dev data only: never the
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from pathlib import Path
+
+from squeez_ray.runner import Outcome, run_job
+
+
+def work(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.train.encoder.operating_curve import calibrate_model
+
+    return Outcome(summary=calibrate_model(args.model, args.dev_data, args.default_recall_target,
+                                           args.min_compression))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,38 +37,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="answer at this dev recall by default, in (0, 1] (default: keep the current default)")
     choice.add_argument("--min-compression", type=float, help="answer by default at the highest dev recall whose "
                         "compression is at least this (recall first, within a reading budget)")
-    args = parser.parse_args(argv)
-
-    from squeez_ray.infer.encoder.onnx_runtime import (  # re-exported there, torch-free
-        ONNX_FP32,
-        ONNX_INT8,
-    )
-    from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.schema import DataError, read_examples
-    from squeez_ray.train.encoder.operating_curve import calibrate_operating_points
-
-    model = Path(args.model)
-    try:
-        if not (model / "squeez_encoder.json").is_file():
-            raise FileNotFoundError(f"{model} is not an exported encoder (no squeez_encoder.json)")
-        variants = [v for v, f in (("int8", ONNX_INT8), ("float32", ONNX_FP32)) if (model / f).is_file()]
-        if not variants:
-            raise FileNotFoundError(f"{model} holds no ONNX model: export it first (jobs/export_encoder.py)")
-        dev_rows = read_examples(args.dev_data) if args.dev_data else None
-        written = calibrate_operating_points(model, dev_rows, variants, args.default_recall_target,
-                                             args.min_compression)
-        card_path = model / "model_card.json"
-        if card_path.is_file():
-            card = json.loads(card_path.read_text())
-            measured_on = card.get("operating_points", {}).get("dev_data") if dev_rows is None else {
-                "path": args.dev_data, "examples": len(dev_rows)}
-            card["operating_points"] = {"dev_data": measured_on, **written}
-            write_json_atomic(card_path, card)
-    except (DataError, FileNotFoundError, ValueError) as error:
-        print(f"calibrate_encoder: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(written, indent=2))
-    return 0
+    return run_job("calibrate_encoder", work, argv, parser=parser, errors=(ValueError,), logs=False)
 
 
 if __name__ == "__main__":

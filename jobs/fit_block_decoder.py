@@ -14,8 +14,16 @@ The evaluation cases and the test split are never read here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from squeez_ray.runner import Outcome, run_job
+
+
+def work(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.train.encoder import block_decoder_job as job
+
+    result = job.run(args)
+    return Outcome(summary=result["summary"], notes=[job.summary_table(result["report"])])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,15 +43,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="auto: blocks only if they win on dev (block_decoder_job.blocks_win)")
     parser.add_argument("--report", default="runs/blocks/dev_report.json")
     parser.add_argument("--write", action="store_true", help="store the fit in the model's squeez_encoder.json")
-    args = parser.parse_args(argv)
-    try:
-        result = job.run(args)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"fit_block_decoder: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(result["summary"], indent=2))
-    print(job.summary_table(result["report"]))
-    return 0
+    return run_job("fit_block_decoder", work, argv, parser=parser, errors=(ValueError,), logs=False)
 
 
 if __name__ == "__main__":

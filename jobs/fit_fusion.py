@@ -23,8 +23,15 @@ The evaluation cases are never read here.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from squeez_ray.runner import Outcome, run_job
+
+
+def work(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.train.encoder import fusion_job as job
+
+    return Outcome(summary=job.run(args)["summary"])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,18 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ship", action="store_true", help="install --out as the package's default model")
     parser.add_argument("--learning-curve", action="store_true", help="also refit the winner on 25%% and 50%% "
                         "of the train outputs and report its dev measures at each share")
-    args = parser.parse_args(argv)
-
-    from squeez_ray.schema import DataError
-    from squeez_ray.train.encoder import fusion_job as job
-
-    try:
-        report = job.run(args)
-    except (DataError, FileNotFoundError, ValueError) as error:
-        print(f"fit_fusion: {error}", file=sys.stderr)
-        return 2
-    print(json.dumps(report["summary"], indent=2))
-    return 0
+    return run_job("fit_fusion", work, argv, parser=parser, errors=(ValueError,), logs=False)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,24 @@ the first bad row (exit 2) instead of skipping it.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+
+from squeez_ray.runner import Outcome, run_job
+
+
+def work(args: argparse.Namespace) -> Outcome:
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.schema import DataError, import_examples, write_examples
+
+    rows, summary = import_examples(args.input, args.format, strict=args.strict, split=args.split)
+    if not rows:
+        raise DataError(f"no row could be imported ({summary.skipped} bad)", path=args.input)
+    write_examples(rows, args.out)
+    report = {"input": args.input, "out": args.out, **summary.to_dict()}
+    write_json_atomic(args.out + ".summary.json", report)
+    for error in summary.errors[:5]:
+        print(f"skipped: {error['message']}", file=sys.stderr)
+    return Outcome(summary={k: v for k, v in report.items() if k != "errors"})
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,25 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--format", help="force the row format (canonical, cases, squeez, encoder); default: from columns")
     parser.add_argument("--split", help="one split of a dataset holding several")
     parser.add_argument("--strict", action="store_true", help="stop at the first bad row instead of skipping it")
-    args = parser.parse_args(argv)
-
-    from squeez_ray.io_utils import write_json_atomic
-    from squeez_ray.schema import DataError, import_examples, write_examples
-
-    try:
-        rows, summary = import_examples(args.input, args.format, strict=args.strict, split=args.split)
-        if not rows:
-            raise DataError(f"no row could be imported ({summary.skipped} bad)", path=args.input)
-        write_examples(rows, args.out)
-    except DataError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    report = {"input": args.input, "out": args.out, **summary.to_dict()}
-    write_json_atomic(args.out + ".summary.json", report)
-    print(json.dumps({k: v for k, v in report.items() if k != "errors"}, indent=2))
-    for error in summary.errors[:5]:
-        print(f"skipped: {error['message']}", file=sys.stderr)
-    return 0
+    return run_job("import_data", work, argv, parser=parser, logs=False)
 
 
 if __name__ == "__main__":

@@ -119,3 +119,29 @@ def calibrate_operating_points(model_dir: str | Path, dev_rows: Sequence[Mapping
         settings.default_recall_target = default_recall_target
     write_json_atomic(settings_path, settings.to_json())
     return {"operating_points": settings.operating_points, "default_recall_target": settings.default_recall_target}
+
+
+def calibrate_model(model_dir: str | Path, dev_data: str | None, default_recall_target: float | None = None,
+                    min_compression: float | None = None) -> dict[str, Any]:
+    """jobs/calibrate_encoder.py: :func:`calibrate_operating_points` for every ONNX variant in ``model_dir``
+    (curves measured on ``dev_data``, else the stored ones kept), and the model card given the same curve."""
+    from squeez_ray.infer.encoder.onnx_runtime import ONNX_FP32, ONNX_INT8  # re-exported there, torch-free
+    from squeez_ray.io_utils import write_json_atomic
+    from squeez_ray.schema import read_examples
+
+    model = Path(model_dir)
+    if not (model / "squeez_encoder.json").is_file():
+        raise FileNotFoundError(f"{model} is not an exported encoder (no squeez_encoder.json)")
+    variants = [v for v, f in (("int8", ONNX_INT8), ("float32", ONNX_FP32)) if (model / f).is_file()]
+    if not variants:
+        raise FileNotFoundError(f"{model} holds no ONNX model: export it first (jobs/export_encoder.py)")
+    dev_rows = read_examples(dev_data) if dev_data else None
+    written = calibrate_operating_points(model, dev_rows, variants, default_recall_target, min_compression)
+    card_path = model / "model_card.json"
+    if card_path.is_file():
+        card = json.loads(card_path.read_text())
+        measured_on = card.get("operating_points", {}).get("dev_data") if dev_rows is None else {
+            "path": dev_data, "examples": len(dev_rows)}
+        card["operating_points"] = {"dev_data": measured_on, **written}
+        write_json_atomic(card_path, card)
+    return written
