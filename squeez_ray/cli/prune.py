@@ -11,12 +11,13 @@ Contract (what an agent's pipe can rely on):
 - Nothing is pruned, and the bytes pass through untouched (exit 0), when the output has fewer than
   ``min_lines`` lines (default 20), is empty, is binary (holds a NUL byte), or is larger than
   ``max_input_mb`` (streamed, so memory stays flat).
+- With nothing configured the backend is the encoder shipped in the package (``settings.DEFAULT_BACKEND``,
+  ONNX on the CPU); a model or server URL set without a backend is an error that lists the choices
+  (``settings.CONFIGURE_HELP``), never a silent BM25.
 - Configuration errors exit 2 with a message saying how to fix them, and still pass the input
-  through (unless ``--strict``) so a pipe never loses output. There is deliberately no default
-  backend: a command that silently answered with BM25 when the user believes a model is pruning
-  would drop the lines they need without telling them. With nothing configured the message lists
-  ``--backend vllm --model DIR``, ``--backend openai --server-url URL``, ``--backend server`` and
-  ``--backend bm25``.
+  through (unless ``--strict``) so a pipe never loses output.
+- A model that keeps nothing of an output not clearly beside the query answers with a bounded
+  head-and-tail sample instead, marked in the footer (``pruning.never_empty``).
 - The full output of every pruned call is kept in a local store (``store.py``) and ``squeez show
   ID`` prints it back byte-exact.
 
