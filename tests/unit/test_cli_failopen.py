@@ -8,19 +8,9 @@ import json
 import os
 import signal
 import time
-from pathlib import Path
 
 import pytest
-from test_cli_prune import answer_lines, make_log, squeez, start_while_backend_works
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment: no user config, a private store, no inherited SQUEEZ_* settings."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
-    clean["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
-    clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
-    return clean
+from test_cli_prune import answer_lines, env, make_log, squeez, start_while_backend_works  # noqa: F401 - env is a fixture
 
 
 def _stored_id(footer: bytes) -> str:

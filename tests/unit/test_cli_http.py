@@ -12,13 +12,12 @@ import os
 import socket
 import subprocess
 import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from squeez_ray.prompt import render_prompt
+from squeez_ray.testing.http import JsonHandler, LoopbackServer
 
 SQUEEZ = Path(sys.executable).parent / "squeez"
 ERROR_LINE = "    ERROR module_42.c:17: undefined reference to `frobnicate'"
@@ -41,32 +40,21 @@ def squeez(args: list[str], data: bytes, env: dict, timeout: float = 120) -> sub
     return subprocess.run([str(SQUEEZ), *args], input=data, capture_output=True, env=env, timeout=timeout)
 
 
-class ScriptedOpenAI(BaseHTTPRequestHandler):
+class ScriptedOpenAI(JsonHandler):
     """GET /v1/models and POST /v1/completions; the reply keeps the error line (stripped, as
     models often do) and invents one line that is not in the output."""
 
     requests: list[dict] = []
 
-    def log_message(self, *args):  # keep the test output clean
-        pass
-
-    def _send(self, payload: dict) -> None:
-        body = json.dumps(payload).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self):
-        self._send({"object": "list", "data": [{"id": "squeez-test", "object": "model", "created": 0,
+    def do_GET(self):  # noqa: N802 (http.server's naming)
+        self.send_json(200, {"object": "list", "data": [{"id": "squeez-test", "object": "model", "created": 0,
                                                  "owned_by": "test", "max_model_len": 4096}]})
 
-    def do_POST(self):
-        request = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+    def do_POST(self):  # noqa: N802 (http.server's naming)
+        request = self.read_json()
         type(self).requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **request})
         reply = "<relevant_lines>\n" + ERROR_LINE.strip() + "\nan invented line\n</relevant_lines>"
-        self._send({"id": "x", "object": "text_completion", "created": 0, "model": request["model"],
+        self.send_json(200, {"id": "x", "object": "text_completion", "created": 0, "model": request["model"],
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None, "text": reply}],
                     "usage": {"prompt_tokens": 321, "completion_tokens": 17, "total_tokens": 338}})
 
@@ -74,12 +62,8 @@ class ScriptedOpenAI(BaseHTTPRequestHandler):
 @pytest.fixture
 def openai_server():
     ScriptedOpenAI.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedOpenAI)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
+    with LoopbackServer(ScriptedOpenAI) as server:
+        yield server.url
 
 
 def test_openai_backend_answer_is_mapped_to_source_lines(openai_server, env, tmp_path):

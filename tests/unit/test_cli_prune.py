@@ -23,7 +23,7 @@ SQUEEZ = Path(sys.executable).parent / "squeez"
 
 RUNNER = r'''
 import os, sys, time
-from squeez_ray import backends
+from squeez_ray.infer import registry as backends
 from squeez_ray.infer.base import Pruner, make_result
 
 class Boom(Pruner):

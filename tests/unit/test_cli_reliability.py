@@ -13,16 +13,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_cli_prune import SQUEEZ, answer_lines, default_signals, make_log, squeez, start_while_backend_works
-
-
-@pytest.fixture
-def env(tmp_path: Path) -> dict[str, str]:
-    """A clean environment: no user config, a private store, no inherited SQUEEZ_* settings."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("SQUEEZ_", "XDG_"))}
-    clean["SQUEEZ_DAEMON"] = "0"  # every call prunes in its own process: no warm one outlives the test
-    clean.update(HOME=str(tmp_path / "home"), SQUEEZ_STORE=str(tmp_path / "store"))
-    return clean
+from test_cli_prune import (SQUEEZ, answer_lines, default_signals, env, make_log, squeez,  # noqa: F401 - env is a fixture
+                            start_while_backend_works)
 
 
 def passed_log(n: int = 300) -> bytes:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import http.server
 import os
 import subprocess
-import threading
 import time
 import tracemalloc
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 
 from squeez_ray.collect.sandbox import UnsafePathError, network_isolation, run_sandboxed, safe_relpath
 from squeez_ray.collect.tools import TOOL_TYPES, ToolArgsError, build_command, run_tool
+from squeez_ray.testing.http import LoopbackServer
 
 INJECTIONS = ["; touch PWNED", "$(touch PWNED)", "`touch PWNED`", "| touch PWNED", "&& touch PWNED"]
 
@@ -144,13 +144,8 @@ class _Hello(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def local_url():
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Hello)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
+    with LoopbackServer(_Hello) as server:
+        yield f"{server.url}/"
 
 
 def test_curl_cannot_reach_the_network_but_is_still_an_observation(tree: Path, local_url: str):

@@ -4,16 +4,15 @@ released prompt bytes, rendered by the pruner, never a server-side chat template
 
 from __future__ import annotations
 
-import json
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from squeez_ray.infer.registry import build_pruner
 from squeez_ray.prompt import DEFAULT_SYSTEM_PROMPT, render_prompt
 from squeez_ray.infer.base import PruneRequest
+from squeez_ray.testing.http import JsonHandler, LoopbackServer
 
 
 class Stub:
@@ -28,12 +27,9 @@ class Stub:
         self.lock = threading.Lock()
         stub = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        class Handler(JsonHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
+                body = self.read_json()
                 body["path"] = self.path
                 with stub.lock:
                     stub.calls.append(body)
@@ -44,35 +40,25 @@ class Stub:
                 with stub.lock:
                     stub.in_flight -= 1
                 if failing:
-                    self._send(stub.status, {"error": {"message": "busy", "type": "server_error"}})
+                    self.send_json(stub.status, {"error": {"message": "busy", "type": "server_error"}})
                     return
                 output = _tool_output(body["prompt"])
                 if stub.max_chars and len(output) > stub.max_chars:  # vLLM's wording for an over-long prompt
-                    self._send(400, {"error": {"message": "This model's maximum context length is 100 tokens.",
+                    self.send_json(400, {"error": {"message": "This model's maximum context length is 100 tokens.",
                                                "type": "BadRequestError", "code": 400}})
                     return
                 line = output.split("\n")[0]  # echo the first line: a valid answer
-                self._send(200, {
+                self.send_json(200, {
                     "id": "x", "object": "text_completion", "created": 0, "model": body["model"],
                     "choices": [{"index": 0, "finish_reason": "stop", "logprobs": None,
                                  "text": f"<relevant_lines>\n{line}\n</relevant_lines>"}],
                     "usage": {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}})
 
-            def _send(self, status, payload):
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(Handler)
+        self.url = self.server.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 def _tool_output(prompt: str) -> str:

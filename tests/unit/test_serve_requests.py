@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ from squeez_ray.config import ConfigError
 from squeez_ray.serve.api import BatchBody, PruneBody
 from squeez_ray.serve.config import MODEL_ENV, load_app_config
 from squeez_ray.serve.guard import GuardSettings, RequestGuard
+from squeez_ray.testing.http import JsonHandler, LoopbackServer
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "serve_configs").glob("*.yaml"))
@@ -171,30 +170,18 @@ class ScriptedServer:
         self.received: list[dict] = []
         owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers["Content-Length"])
+        class Handler(JsonHandler):
+            def do_POST(self):  # noqa: N802 (http.server's naming)
                 owner.received.append({"path": self.path, "auth": self.headers.get("Authorization"),
-                                       "body": json.loads(self.rfile.read(length))})
+                                       "body": self.read_json()})
                 status, headers, body = owner.script.pop(0) if len(owner.script) > 1 else owner.script[0]
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                for key, value in {"Content-Type": "application/json", **headers}.items():
-                    self.send_header(key, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self.send_json(status, body, headers)
 
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.server = LoopbackServer(Handler)
+        self.url = self.server.url
 
     def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 def ok_body(n: int) -> dict:
