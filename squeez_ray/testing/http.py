@@ -1,12 +1,21 @@
 """A real HTTP server on 127.0.0.1 for the tests of HTTP clients (stdlib only): a scripted handler
-serves in a daemon thread on a free port, and ``close`` frees the port."""
+serves in a daemon thread on a free port, and ``close`` frees the port; ``free_port`` for servers a
+test starts otherwise."""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+
+def free_port() -> int:
+    """A port nothing listens on now (for a server the test starts itself: Serve, vLLM, squeez's own)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
 
 
 class JsonHandler(BaseHTTPRequestHandler):

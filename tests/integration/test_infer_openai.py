@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,15 +22,11 @@ from squeez_ray.testing.checks import (
     sample_requests,
     stop_process_group,
 )
+from squeez_ray.testing.http import free_port
 
 SERVED_NAME = "tiny-qwen3"
 CONTEXT = 1024
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

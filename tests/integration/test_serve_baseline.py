@@ -20,15 +20,11 @@ import requests
 
 from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest, RenderOptions
+from squeez_ray.testing.http import free_port
 
 TOKEN = "test-token-5f2c"
 SQUEEZ = Path(sys.executable).parent / "squeez"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_log(n: int = 60, failed: int = 25) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -24,17 +23,13 @@ import requests
 
 from squeez_ray.infer.registry import build_pruner
 from squeez_ray.infer.base import PruneRequest
+from squeez_ray.testing.http import free_port
 
 pytestmark = pytest.mark.slow
 
 MODEL_ID = "squeez-pruner"
 SQUEEZ = Path(sys.executable).parent / "squeez"
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def make_log(n: int = 40, failed: int = 25) -> str:

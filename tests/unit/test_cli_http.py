@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from squeez_ray.prompt import render_prompt
-from squeez_ray.testing.http import JsonHandler, LoopbackServer
+from squeez_ray.testing.http import JsonHandler, LoopbackServer, free_port
 
 SQUEEZ = Path(sys.executable).parent / "squeez"
 ERROR_LINE = "    ERROR module_42.c:17: undefined reference to `frobnicate'"
@@ -84,11 +84,6 @@ def test_openai_backend_answer_is_mapped_to_source_lines(openai_server, env, tmp
     assert sent["prompt"] == render_prompt("undefined reference", make_log().decode(),
                                            "the prompt it was trained with")
 
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def test_server_down_fails_open(env):
