@@ -59,6 +59,11 @@ def load_onnx_encoder(model_dir: str | Path, *, dtype: str | None = None, thread
     if not settings.special_ids:
         raise ValueError(f"{settings_path} records no special_ids: re-export it with jobs/export_encoder.py")
     tokenizer = LineTokenizer.from_file(directory / TOKENIZER_FILE, settings.special_ids)
+    # Chosen by measurement (tests/bench/bench_ort_options.py, 2 cores at load ~16, medians of 3, interleaved):
+    # the pool's default threads + ORT_ENABLE_ALL + sequential execution was the fastest or tied on both the
+    # shipped shortlist path (1,000 lines: 5 windows) and every line of 300 lines (14 windows); EXTENDED /
+    # BASIC graphs 1.16-1.56x slower, 1 or 2 explicit threads 1.03-1.96x, ORT_PARALLEL 1.54-1.57x; its
+    # session build (0.09 s) was among the cheapest.
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     threads = threads or int(os.environ.get("SQUEEZ_ENCODER_THREADS", "0") or 0)
