@@ -28,3 +28,28 @@ def fitting_examples(examples: list[dict], model_dir: str | Path, *, context_tok
     prompts = [family.render_prompt(e["query"], e["tool_output"], DEFAULT_SYSTEM_PROMPT) for e in examples]
     lengths = [len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"]]
     return [e for e, n in zip(examples, lengths) if n + answer_tokens <= context_tokens]
+
+
+def write_fitting(data: str | Path, model: str, out: str | Path, *, context_tokens: int = 4096,
+                  answer_tokens: int = 300) -> tuple[int, int]:
+    """jobs/fit_context.py: the examples of ``data`` that fit, written to ``out`` (a new .jsonl / .parquet
+    file, atomically); ``model`` is a folder or a packaged base name. Returns (kept, read)."""
+    from squeez_ray.errors import JobError
+    from squeez_ray.hub import ModelNotFoundError, resolve_model
+    from squeez_ray.schema.files import read_examples, write_examples
+
+    out = Path(out)
+    if out.suffix not in (".jsonl", ".parquet"):
+        raise JobError(f"--out {out}: name a .jsonl or .parquet file")
+    if out.resolve() == Path(data).resolve():
+        raise JobError("--out must not be --data: the input is never modified")
+    if answer_tokens < 1 or context_tokens <= answer_tokens:
+        raise JobError(f"--context-tokens {context_tokens} must exceed --answer-tokens {answer_tokens} (>= 1)")
+    examples = read_examples(data, for_evaluation=True)
+    try:
+        model_dir = resolve_model(model, what="--model")
+    except ModelNotFoundError as error:
+        raise JobError(str(error)) from None
+    kept = fitting_examples(examples, model_dir, context_tokens=context_tokens, answer_tokens=answer_tokens)
+    write_examples(kept, out)  # atomic: staged beside it, then moved in place
+    return len(kept), len(examples)
