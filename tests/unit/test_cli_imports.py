@@ -29,7 +29,7 @@ def imported_modules(args: list[str], stdin: bytes, env: dict, expect: str = "sq
 @pytest.mark.parametrize("args, backend_module", [
     # The default: the shipped encoder on ONNX Runtime.
     ([], "onnxruntime"),
-    (["--backend", "bm25"], "squeez_ray.infer.baselines"),  # pure Python since issue 36 item 6
+    # bm25 is pure Python since issue 36 item 6: test_bm25_prunes_without_loading_numpy_or_scipy covers it.
     # The fake engine runs the whole generative path (chunking, parsing, fuzzy mapping).
     (["--backend", "fake"], "squeez_ray.infer.generative"),
     # A server client: the server's tokenizer is not loaded locally. (Port 9 is discard: fails fast.)
