@@ -15,13 +15,15 @@ from __future__ import annotations
 
 import sys
 
-from squeez_ray.runner import JobError, Outcome, job_parser, run_job
+from squeez_ray.runner import Outcome, job_parser, run_job
 from squeez_ray.train.config import TrainConfig
 
 
 def work(config: TrainConfig, args) -> Outcome:
     if args.plan or args.device or config.scaling.use_gpu:
-        if _memory_plan(config, args.device, always=args.plan):
+        from squeez_ray.train.fit_check import plan_on_driver
+
+        if plan_on_driver(config, args.device, always=args.plan):
             return Outcome()  # --plan: the plan was the job
     from squeez_ray.train.run import run_training
 
@@ -29,29 +31,6 @@ def work(config: TrainConfig, args) -> Outcome:
     return Outcome(summary={"run_dir": outcome.run_dir, "checkpoint": outcome.checkpoint,
                             "manifest": outcome.manifest, "counts": outcome.counts, "metrics": outcome.metrics},
                    manifest=outcome.manifest)
-
-
-def _memory_plan(config: TrainConfig, device_name: str | None, *, always: bool) -> bool:
-    """Print the plan (always with --plan); True ends the job, JobError refuses a plan that cannot fit."""
-    from squeez_ray.train.devices import accelerator_device, detect_device, named_device
-    from squeez_ray.train.fit_check import refusal
-    from squeez_ray.train.memory_plan import plan_memory
-
-    device, note = (named_device(device_name), "") if device_name else (detect_device(), "")
-    if device is None and config.scaling.accelerator_type:
-        device = accelerator_device(config.scaling.accelerator_type)
-        note = f" (scaling.accelerator_type {config.scaling.accelerator_type}; the workers' card is checked again at start)"
-    if device is None:
-        if not always:  # the driver has no GPU (e.g. a cluster head): the workers' cards are unknown here
-            return False
-        device = named_device("a100-80gb" if config.scaling.use_gpu else "cpu")
-        note = " (no GPU here; --device names another)" if config.scaling.use_gpu else ""
-    plan = plan_memory(config, device)
-    if always or not plan.fits:
-        print(plan.table() + note, flush=True)
-    if not plan.fits:
-        raise JobError(refusal(plan))
-    return always
 
 
 def main(argv: list[str] | None = None) -> int:

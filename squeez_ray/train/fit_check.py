@@ -83,3 +83,27 @@ def check_this_device(planned_bytes: int) -> None:
     if planned_bytes > total:
         raise DoesNotFit(f"this worker's {torch.cuda.get_device_name()} has {total / 2**30:.1f} GiB; the memory plan "
                          f"needs {planned_bytes / 2**30:.1f} GiB (jobs/train.py --plan shows the parts)")
+
+
+def plan_on_driver(config: Any, device_name: str | None, *, always: bool) -> bool:
+    """jobs/train.py, before Ray starts: the memory plan on the card ``device_name`` names, the GPU here, or
+    ``scaling.accelerator_type``; printed always with ``always`` (--plan) or when it does not fit. True
+    ends the job (--plan: the plan was the job); a JobError refuses a plan that cannot fit."""
+    from squeez_ray.train.devices import accelerator_device, detect_device, named_device
+    from squeez_ray.train.memory_plan import plan_memory
+
+    device, note = (named_device(device_name), "") if device_name else (detect_device(), "")
+    if device is None and config.scaling.accelerator_type:
+        device = accelerator_device(config.scaling.accelerator_type)
+        note = f" (scaling.accelerator_type {config.scaling.accelerator_type}; the workers' card is checked again at start)"
+    if device is None:
+        if not always:  # the driver has no GPU (e.g. a cluster head): the workers' cards are unknown here
+            return False
+        device = named_device("a100-80gb" if config.scaling.use_gpu else "cpu")
+        note = " (no GPU here; --device names another)" if config.scaling.use_gpu else ""
+    plan = plan_memory(config, device)
+    if always or not plan.fits:
+        print(plan.table() + note, flush=True)
+    if not plan.fits:
+        raise JobError(refusal(plan))
+    return always
