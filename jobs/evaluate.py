@@ -5,9 +5,16 @@ The same flags as ``squeez eval`` (see ``--help``); runs on this machine without
 scores and reports are identical.
 """
 
+from __future__ import annotations
+
 import sys
 
-from squeez_ray.cli.eval import main
+
+def main(argv: list[str] | None = None) -> int:
+    from squeez_ray.cli.eval import main as evaluate  # one command: `squeez eval` is the same parser and run
+
+    return evaluate(argv, prog="jobs/evaluate.py")
+
 
 if __name__ == "__main__":
-    sys.exit(main(prog="jobs/evaluate.py"))
+    sys.exit(main())

@@ -90,3 +90,15 @@ def test_no_library_module_parses_the_command_line():
         if found:
             offenders[relative] = found
     assert offenders == {}
+
+
+def test_a_shared_count_from_a_config_is_checked_like_the_flag(tmp_path, capsys):
+    # --workers / --examples-per-batch must be at least 1 on the command line (positive_int); a key=value
+    # word or a --config YAML skips argparse's conversion, so the runner applies the same rule to it.
+    from squeez_ray.cli.eval import build_parser
+    from squeez_ray.runner import parse_flags
+
+    for word in ("examples_per_batch=0", "workers=-2"):
+        with pytest.raises(SystemExit) as exit_:
+            parse_flags(build_parser(), ["--data", "d.jsonl", "--out", str(tmp_path), word])
+        assert exit_.value.code == 2 and "must be at least 1" in capsys.readouterr().err
