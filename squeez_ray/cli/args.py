@@ -79,19 +79,30 @@ def add_pruning_flags(parser: argparse.ArgumentParser) -> None:
     """The flags ``squeez`` (the pipe) and ``squeez run`` share: which pruner, which config, how kept lines
     look, where full outputs go. One declaration, so that the two commands cannot drift apart."""
     parser.add_argument("--backend", help="pruner: " + ", ".join(settings_mod.BACKENDS))
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    add_config_flag(parser)
     parser.add_argument("--line-numbers", action=argparse.BooleanOptionalAction, default=None,
                         help="prefix kept lines with their source line number")
     parser.add_argument("--tool-type", help="hint: the tool that produced the output (read_file, grep, pytest, ...)")
     parser.add_argument("--budget", dest="budget_s", type=float,
                         help="seconds the model may spend on this output before it answers from what it scored "
                              "(default 10; the answer says so)")
-    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
-                                            "~/.cache/squeez/store)")
+    add_store_dir_flag(parser)
     parser.add_argument("--lossy", action=argparse.BooleanOptionalAction, default=None,
                         help="prune even when the full output cannot be kept for `squeez show` (default: pass "
                              "it through unpruned)")
     add_backend_arguments(parser)
+
+
+def add_config_flag(parser: argparse.ArgumentParser) -> None:
+    """``--config``, as every ``squeez`` command that reads the settings takes it (pipe, run, show, report,
+    mcp, daemon)."""
+    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+
+
+def add_store_dir_flag(parser: argparse.ArgumentParser) -> None:
+    """``--store-dir``: where the pipe and ``squeez run`` keep full outputs and ``squeez show`` reads them."""
+    parser.add_argument("--store-dir", help="where full outputs are kept (default: $SQUEEZ_STORE or "
+                                            "~/.cache/squeez/store)")
 
 
 def parse_arguments(argv: list[str]) -> tuple[argparse.Namespace, str | None]:

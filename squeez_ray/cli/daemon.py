@@ -230,12 +230,14 @@ def _log(message: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from squeez_ray.cli.args import add_config_flag
+
     parser = argparse.ArgumentParser(
         prog="squeez daemon", description="The warm pruner process that squeez, squeez run, the hooks and "
         "squeez mcp use (started on first use unless SQUEEZ_DAEMON=0; exits after daemon_idle_s idle).")
     parser.add_argument("action", choices=("start", "stop", "status", "serve"),
                         help="serve: run in the foreground (what start spawns)")
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    add_config_flag(parser)
     parser.add_argument("--idle", type=float, help="seconds without a request before it exits "
                                                    "(default: daemon_idle_s, 600)")
     parser.add_argument("--json", action="store_true", help="status: print the JSON the process answers")

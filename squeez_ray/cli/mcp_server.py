@@ -218,10 +218,12 @@ def _one_line(text: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from squeez_ray.cli.args import add_config_flag
+
     parser = argparse.ArgumentParser(prog="squeez mcp", description="Serve squeez's prune / run / show tools over "
                                      "the Model Context Protocol (stdio).",
                                      epilog="Claude Code: claude mcp add squeez -- squeez mcp")
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    add_config_flag(parser)
     return parser
 
 

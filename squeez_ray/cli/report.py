@@ -239,6 +239,7 @@ def _line(name: str, row: Row) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from squeez_ray.cli.args import add_config_flag
     from squeez_ray.infer.registry import BACKENDS
 
     parser = argparse.ArgumentParser(prog="squeez report", description="Replay stored agent runs through the "
@@ -248,7 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--backend", choices=list(BACKENDS), help="pruner (default: as configured, else the "
                         "shipped encoder)")
     parser.add_argument("--model", help="checkpoint directory for the backend")
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    add_config_flag(parser)
     parser.add_argument("--limit", type=int, help="replay at most this many tool outputs (a quick look)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON instead of a table")
     parser.add_argument("--next-action", action="store_true", help="instead: the share of what the agent used "

@@ -19,12 +19,14 @@ def open_store(settings: settings_mod.Settings) -> OutputStore:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from squeez_ray.cli.args import add_config_flag, add_store_dir_flag
+
     parser = argparse.ArgumentParser(prog="squeez show", description="Print the full output behind a pruned answer.",
                                      epilog="To prune with the query 'show', write: squeez -- show")
     parser.add_argument("id", help="the id from the footer of a pruned answer (a unique prefix is enough)")
     parser.add_argument("--lines", metavar="A-B", help="print only lines A to B (1-based, inclusive) of the output")
-    parser.add_argument("--store-dir", help="store folder (default: $SQUEEZ_STORE or ~/.cache/squeez/store)")
-    parser.add_argument("--config", help="config file (default: $SQUEEZ_CONFIG or ~/.config/squeez/config.yaml)")
+    add_store_dir_flag(parser)
+    add_config_flag(parser)
     return parser
 
 

@@ -102,3 +102,14 @@ def test_a_shared_count_from_a_config_is_checked_like_the_flag(tmp_path, capsys)
         with pytest.raises(SystemExit) as exit_:
             parse_flags(build_parser(), ["--data", "d.jsonl", "--out", str(tmp_path), word])
         assert exit_.value.code == 2 and "must be at least 1" in capsys.readouterr().err
+
+
+def test_the_squeez_commands_take_config_and_store_dir_from_one_declaration():
+    from squeez_ray.cli import daemon, mcp_server, report, show
+
+    parsers = {**_parsers(), "squeez show": show.build_parser(), "squeez report": report.build_parser(),
+               "squeez mcp": mcp_server.build_parser(), "squeez daemon": daemon.build_parser()}
+    for flag, owners in (("--config", ["squeez", "squeez run", "squeez show", "squeez report", "squeez mcp",
+                                       "squeez daemon"]), ("--store-dir", ["squeez", "squeez run", "squeez show"])):
+        declared = {name: _declarations(parsers[name])[flag] for name in owners}
+        assert len(set(declared.values())) == 1, declared
