@@ -113,3 +113,23 @@ def test_the_squeez_commands_take_config_and_store_dir_from_one_declaration():
                                        "squeez daemon"]), ("--store-dir", ["squeez", "squeez run", "squeez show"])):
         declared = {name: _declarations(parsers[name])[flag] for name in owners}
         assert len(set(declared.values())) == 1, declared
+
+
+# jobs/evaluate.py is `squeez eval` under its own prog: one command, run by cli/eval.py's main.
+SAME_AS_A_COMMAND = {"evaluate.py"}
+
+
+def test_every_job_has_one_shape():
+    """A job is ``main(argv)`` handing a parser and a work function to ``runner.run_job`` (one error path,
+    exit codes, summary), and reads argv only through it."""
+    odd = {}
+    for path in sorted((REPO / "jobs").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+        mains = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main"]
+        problems = [] if mains and mains[0].args.args and mains[0].args.args[0].arg == "argv" else ["no main(argv)"]
+        problems += [] if "run_job" in calls or path.name in SAME_AS_A_COMMAND else ["does not call run_job"]
+        problems += [found for found in _reads_argv(tree) if "sys.argv" in found]
+        if problems:
+            odd[path.name] = problems
+    assert odd == {}
