@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from squeez_ray.serve import render
+from squeez_ray.testing.jobs import load_job
 
 pytestmark = pytest.mark.unit
 
@@ -41,13 +41,13 @@ def test_gpu_config_serves_the_merged_model_on_any_gpu(name):
 def test_render_overrides_args_and_validates(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("SQUEEZ_SERVE_MODEL", "/somewhere/else")  # the shell's variable must not leak in
     out = tmp_path / "pruner.yaml"
-    assert render.main([str(REPO / "serve_configs/pruner_gpu.yaml"), "model=/mnt/shared/models/other",
+    assert load_job("render_serve_config").main([str(REPO / "serve_configs/pruner_gpu.yaml"), "model=/mnt/shared/models/other",
                         "accelerator_type=H100", "model_deployment.autoscaling_config.max_replicas=8",
                         "--out", str(out)]) == 0
     args = _args(yaml.safe_load(out.read_text()))
     assert args["model"] == "/mnt/shared/models/other" and args["accelerator_type"] == "H100"
     assert args["model_deployment"]["autoscaling_config"] == {**args["model_deployment"]["autoscaling_config"],
                                                               "max_replicas": 8, "min_replicas": 1}
-    assert render.main([str(REPO / "serve_configs/pruner_gpu.yaml"), "modle=/x"]) == 2
+    assert load_job("render_serve_config").main([str(REPO / "serve_configs/pruner_gpu.yaml"), "modle=/x"]) == 2
     err = capsys.readouterr().err
     assert "modle" in err and "Traceback" not in err
