@@ -132,31 +132,33 @@ def run_label(config: LabelConfig) -> dict[str, Any]:
     from squeez_ray.progress import Progress
 
     progress = Progress("label", total=len(todo), unit="observations")
-    for start in range(0, len(todo), config.chunk_size):
-        chunk = todo[start:start + config.chunk_size]
-        outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
-        examples = [to_example(row, config.source) for row in outcome.dataset.iter_rows()]
-        part = f"part-{next_part:05d}"
-        write_examples(examples, output_dir / "labelled" / f"{part}.parquet")
-        later = set(outcome.retry_later)
-        chunk_keys = [(o["instance_id"], o["command"]) for o in chunk]
-        write_json_atomic(output_dir / "done" / f"{part}.json", {
-            "settled": [list(k) for k in chunk_keys if k not in later], "dropped": dict(outcome.dropped),
-            "labelled": len(examples)})
-        next_part += 1
-        dropped += outcome.dropped
-        drop_examples = {**outcome.drop_examples, **drop_examples}
-        totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
-                       "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
-                       "left_for_rerun": len(later)})
-        progress.update(len(chunk), labelled=totals["labelled"], dropped=sum(dropped.values()))
-        if budget is not None and dropped.get("budget_exhausted"):
-            log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
-            totals["not_started"] = len(todo) - start - len(chunk)
-            break
-    progress.close()
-    if hasattr(engine, "close"):
-        engine.close()
+    try:  # the vLLM teacher's engine actor holds CPUs or GPUs: released even when a chunk raises
+        for start in range(0, len(todo), config.chunk_size):
+            chunk = todo[start:start + config.chunk_size]
+            outcome = label_dataset(ray.data.from_items(chunk), config.teacher, engine)
+            examples = [to_example(row, config.source) for row in outcome.dataset.iter_rows()]
+            part = f"part-{next_part:05d}"
+            write_examples(examples, output_dir / "labelled" / f"{part}.parquet")
+            later = set(outcome.retry_later)
+            chunk_keys = [(o["instance_id"], o["command"]) for o in chunk]
+            write_json_atomic(output_dir / "done" / f"{part}.json", {
+                "settled": [list(k) for k in chunk_keys if k not in later], "dropped": dict(outcome.dropped),
+                "labelled": len(examples)})
+            next_part += 1
+            dropped += outcome.dropped
+            drop_examples = {**outcome.drop_examples, **drop_examples}
+            totals.update({"labelled": len(examples), "teacher_requests": outcome.teacher_requests,
+                           "retried": outcome.retried, "recovered_by_retry": outcome.recovered_by_retry,
+                           "left_for_rerun": len(later)})
+            progress.update(len(chunk), labelled=totals["labelled"], dropped=sum(dropped.values()))
+            if budget is not None and dropped.get("budget_exhausted"):
+                log.warning("request budget spent: stopping; rerun with a new budget to label the rest")
+                totals["not_started"] = len(todo) - start - len(chunk)
+                break
+    finally:
+        progress.close()
+        if hasattr(engine, "close"):
+            engine.close()
     if budget is not None:
         totals["requests_charged_to_budget"] = ray.get(budget.spent.remote())
         ray.kill(budget)
