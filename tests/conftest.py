@@ -1,5 +1,5 @@
 """Shared fixtures. Markers come from the folder a test lives in (unit / integration / gpu); integration and gpu
-tests share one xdist worker unless marked ``no_cluster``."""
+tests run in one of two cluster streams (below) unless marked ``no_cluster``."""
 
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ SHARED = Path(os.environ.get("SQUEEZ_SHARED") or os.environ.get("SQUEEZ_TEST_SHA
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+# Ray starts its workers at nice 15 (its worker_niceness), so on a 2-core CI every Ray worker (the Ray
+# Train worker, the vLLM engine actor, the Ray Data actors) yielded to the other xdist workers' tests at
+# nice 0: the bulk-eval vLLM test took 88 s idle and over 600 s beside two busy loops at nice 15, 166 s at
+# nice 0. The test clusters' raylets (ray_local, the jobs' embedded Rays, `ray start` heads: all inherit
+# this environment) start their workers at the same priority as everything else.
+os.environ.setdefault("RAY_worker_niceness", "0")
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -33,6 +39,26 @@ os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="squeez-test-run-")
 atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 
 
+# The integration and gpu tests that start Ray, Serve or vLLM run in two streams, each an xdist group: one
+# worker runs a stream's tests in turn, and its local Ray (the session fixture ray_local) is that worker's
+# own, so the two streams run side by side as two clusters with separate ports (every test picks free
+# ports; the quickstart alone takes Serve's 8000). Two streams, because one such test mostly keeps one
+# core busy (a vLLM engine on its 1-CPU bundle, one Ray Train worker, Ray Data's start-up), so a single
+# stream left a core idle for most of CI. They are balanced by CI's own durations (--durations=25 at the
+# end of its log); a module not named here runs in the "cluster-serve" stream. pyproject.toml's -n 3 gives
+# the unit tests the third worker: the scheduler hands the two largest groups out first.
+TRAIN_STREAM = frozenset({
+    "test_bulk_eval_engines.py", "test_gpu_check_dry_run.py", "test_handlabel_pipeline.py", "test_label_http.py",
+    "test_label_job.py", "test_label_vllm.py", "test_multinode.py", "test_preflight.py", "test_train_job_submit.py",
+    "test_train_lora.py", "test_train_ray.py", "test_encoder_train.py", "test_encoder_data.py",
+})
+
+
+def cluster_stream(module: str) -> str:
+    """The xdist group of a test module that starts Ray, Serve or vLLM."""
+    return "cluster-train" if module in TRAIN_STREAM else "cluster-serve"
+
+
 # tryfirst: xdist's worker reads the xdist_group marks in its own collection hook, which pluggy would
 # otherwise call before this one (it registers later), and the cluster tests would spread over both workers.
 @pytest.hookimpl(tryfirst=True)
@@ -42,9 +68,7 @@ def pytest_collection_modifyitems(config, items):
         if parts and parts[0] in ("unit", "integration", "gpu"):
             item.add_marker(getattr(pytest.mark, parts[0]))
         if parts and parts[0] in ("integration", "gpu") and not item.get_closest_marker("no_cluster"):
-            # One xdist worker runs these in turn: two Rays (or Serve apps, or vLLM engines) side by side on
-            # one machine break each other (fixed dashboard agent port) and starve each other's start-up.
-            item.add_marker(pytest.mark.xdist_group("cluster"))
+            item.add_marker(pytest.mark.xdist_group(cluster_stream(parts[-1])))
         if parts and parts[0] == "gpu":
             try:
                 import torch

@@ -18,7 +18,9 @@ LIMIT = 3
 @pytest.mark.slow
 def test_vllm_system_in_an_actor_pool_matches_the_local_engine(ray_local, tiny_qwen3_dir, public_cases_path,
                                                                tmp_path):
-    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=LIMIT,
+    # Random weights never stop before the answer cap: a 64-token cap (not a quarter of the context) keeps
+    # the decoding, twice over (actor pool, then local engine), to seconds.
+    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=LIMIT, max_new_tokens=64,
                              engine_kwargs={"max_model_len": 2048, "enforce_eager": True})
     systems = [SystemSpec.parse("vllm=tiny-vllm")]
     bulk = evaluate_bulk(public_cases_path, systems, tmp_path / "bulk", options=options, limit=LIMIT,

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 SQUEEZ = Path(sys.executable).parent / "squeez"
-# The transformers engine in a subprocess, no Ray, Serve or vLLM: beside the cluster group, not in its queue.
+# The transformers engine in a subprocess, no Ray, Serve or vLLM: beside the cluster streams, not in their queue.
 pytestmark = pytest.mark.no_cluster
 
 

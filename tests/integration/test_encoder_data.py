@@ -17,7 +17,7 @@ import pytest
 from squeez_ray.collect.sources.packages import GENERATED_TEST, PackageSpec, git_history, import_names, prepare_tree
 from squeez_ray.collect.sources.source_tree import CallBudget
 
-# Real tool runs and git, no Ray, Serve or vLLM: beside the cluster group, not in its queue.
+# Real tool runs and git, no Ray, Serve or vLLM: beside the cluster streams, not in their queue.
 pytestmark = pytest.mark.no_cluster
 
 PACKAGES = ["iniconfig", "mdurl", "cachetools"]  # small pure-Python packages the venv installs anyway

@@ -45,7 +45,7 @@ def test_dry_run_writes_a_report_with_every_stage(tmp_path):
     assert env_info["torch"] and "missing_kernels" in env_info
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_skipped_stages_cascade_with_their_reasons(tmp_path):
     sys.path.insert(0, str(REPO / "scripts"))
     import gpu_check
@@ -57,7 +57,7 @@ def test_skipped_stages_cascade_with_their_reasons(tmp_path):
     assert report["stages"]["merge"]["status"] == "skipped" and report["stages"]["vllm"]["status"] == "skipped"
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_training_part_runs_where_only_torch_transformers_peft_accelerate_are(tmp_path):
     # The first GPU box may hold no Ray, no vLLM, no pyarrow: a site folder without them, Python run with -S.
     site_packages = Path(next(p for p in sys.path if p.endswith("site-packages")))

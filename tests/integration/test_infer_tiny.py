@@ -9,7 +9,7 @@ import pytest
 from squeez_ray.prompt import render_prompt, render_target
 from squeez_ray.train.tiny import EOS, PAD, TAG_TOKENS, build_tiny_qwen3
 
-# transformers only, no Ray, Serve or vLLM: beside the cluster group, not in its queue.
+# transformers only, no Ray, Serve or vLLM: beside the cluster streams, not in their queue.
 pytestmark = pytest.mark.no_cluster
 
 TOOL_OUTPUT = 'tests/a.py::t1 PASSED\n\ttests/a.py::t2 FAILED  \nE   AssertionError: ünïcode ✓ != "x"\n2 passed'

@@ -152,7 +152,7 @@ def messages(case):
     return prompts.query_messages("task", "test_output", "pytest", f"case={case}\nx", 300)
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_client_retries_429_and_5xx_then_gives_up_on_persistent_errors(server):
     settings = fast(server).chat_settings(None)
     ok, limited, flaky, down = run_client(settings, [messages(c) for c in ("ok", "ratelimited", "flaky", "down")])
@@ -162,7 +162,7 @@ def test_client_retries_429_and_5xx_then_gives_up_on_persistent_errors(server):
     assert down.reply is None and down.error == RETRIES_EXHAUSTED and down.attempts == 3 and "503" in down.detail
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_reasoning_replies_are_answers_or_content_drops_never_transport_failures(server):
     settings = ChatSettings(url=server, max_retries=2, backoff_base_s=0.01, timeout_s=10, max_tokens=1024)
     ok, cut, cut2, empty = run_client(settings, [messages(c) for c in ("thinking_ok", "thinking_cut", "reasoning_cut",
@@ -176,7 +176,7 @@ def test_reasoning_replies_are_answers_or_content_drops_never_transport_failures
     assert not {REPLY_TRUNCATED, EMPTY_REPLY} & TRANSPORT_REASONS
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_client_budget_counts_every_attempt(server):
     settings = fast(server).chat_settings(None)
     budget = LocalBudget(3)
@@ -185,7 +185,7 @@ def test_client_budget_counts_every_attempt(server):
     assert [o.error for o in outcomes].count(BUDGET_EXHAUSTED) == 1
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_client_sends_the_key_and_does_not_retry_a_401(server):
     Scripted.api_key = "secret"
     settings = fast(server).chat_settings(None)

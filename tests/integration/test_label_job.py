@@ -46,7 +46,7 @@ def test_rule_labelling_on_ray_matches_in_process_and_resumes(observations, ray_
     assert again["counts"]["to_label"] == 0 and again["counts"]["already_settled"] == len(rows)
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_bad_observations_file_is_one_clear_error(tmp_path):
     bad = tmp_path / "obs.jsonl"
     bad.write_text('{"instance_id": "a", "tool_type": "grep", "command": "grep x", "tool_output": 3}\n')

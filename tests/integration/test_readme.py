@@ -28,13 +28,13 @@ def readme_command(tag: str) -> str:
     return " && ".join(lines)
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_ci_runs_the_readme_test_command():
     ci = (REPO / ".ci" / "run").read_text()
     assert readme_command("setup-and-test") in ci
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_readme_main_command_is_the_quickstart():
     command = readme_command("setup-and-main")
     assert "scripts/setup.sh" in command and "jobs/quickstart.py" in command

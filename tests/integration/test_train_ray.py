@@ -77,7 +77,7 @@ def test_deepspeed_zero2_on_cpu_runs_two_steps(ray_local, labelled, tmp_path, mo
     assert len(shards) == 2, shards  # one ZeRO optimizer shard per rank, merged into one checkpoint
 
 
-@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster group
+@pytest.mark.no_cluster  # starts no Ray, Serve or vLLM: runs beside the cluster streams
 def test_missing_inputs_are_reported_before_anything_starts(tmp_path):
     config = load_config(TrainConfig, REPO / "jobs/configs/tiny_cpu.yaml",
                          {"data.train_path": str(tmp_path / "nope.jsonl"), "run.storage_path": str(tmp_path)})
