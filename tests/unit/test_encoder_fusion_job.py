@@ -103,6 +103,7 @@ def test_monotone_trees_never_score_a_line_lower_for_more_evidence():
     lowers the fused probability; the unconstrained trees fitted on the same noisy data do (else the
     constraint would be untested)."""
     import numpy as np
+    from threadpoolctl import threadpool_limits
 
     from squeez_ray.infer.encoder.fusion_features import FEATURES
     from squeez_ray.train.encoder.fusion_fit import fit_trees
@@ -123,8 +124,11 @@ def test_monotone_trees_never_score_a_line_lower_for_more_evidence():
     grid[:, FEATURES.index("enc_logit")] = np.linspace(-3, 3, 200)
     for name in ("exact_hits", "line_len"):
         grid[:, FEATURES.index(name)] = 0.3
-    monotone, _ = fit_trees(xs, ys, features, max_depth=3, monotone=True)
-    free, _ = fit_trees(xs, ys, features, max_depth=3)
+    # One OpenMP thread: scikit-learn's histogram GBM opens a parallel region per tree, and beside the other
+    # test workers on a 2-core CI its threads waited on each other (115 s for these 2,000 rows, not seconds).
+    with threadpool_limits(1):
+        monotone, _ = fit_trees(xs, ys, features, max_depth=3, monotone=True)
+        free, _ = fit_trees(xs, ys, features, max_depth=3)
     assert np.all(np.diff(monotone.probabilities(grid)) >= -1e-12)
     assert np.any(np.diff(free.probabilities(grid)) < -1e-6)
     more_hits = grid.copy()
