@@ -43,9 +43,11 @@ atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 # the unit tests the third worker: the scheduler hands the two largest groups out first. Ray's workers keep
 # their default nice 15: at 0 (RAY_worker_niceness) a stream's tests no longer yielded to the unit tests,
 # but the whole run was slower (pytest 25 min in: 31% of the tests done, against 96% at 17.5 min at 15).
+# test_label_vllm (Gemma 270M on vLLM) runs in the serve stream, in turn with the quickstart's Gemma
+# training and serving: in the train stream its synthesis test failed beside them in a clean-clone run.
 TRAIN_STREAM = frozenset({
     "test_bulk_eval_engines.py", "test_gpu_check_dry_run.py", "test_handlabel_pipeline.py", "test_label_http.py",
-    "test_label_job.py", "test_label_vllm.py", "test_preflight.py", "test_train_job_submit.py",
+    "test_label_job.py", "test_preflight.py", "test_train_job_submit.py",
     "test_train_lora.py", "test_train_ray.py", "test_encoder_train.py", "test_encoder_data.py",
 })
 
