@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import socket
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -129,11 +130,19 @@ def test_a_timed_out_request_stops_its_replica_work(encoder_urls):
     late = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": big}, timeout=120)
     assert late.status_code == 200
     assert late.json()["pruned"] is False and late.json()["reason"].startswith("timeout after 2s")
-    # Served by the replica (pruned) within the same 2 s budget: the big call is no longer in its way.
-    small = requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG}, timeout=120)
-    assert small.json()["pruned"] is True, small.json()["reason"]
+    # Served by the replica (pruned) within the same 2 s budget: the big call is no longer in its way. On a
+    # loaded CI machine one small call can miss 2 s on its own (seen once, beside a DeepSpeed compile), so
+    # it may try again, within 10 s in all: had the big call kept scoring, the replica would be busy for
+    # its ~20 s (idle; longer loaded) and every try would time out.
+    started, answers = time.monotonic(), []
+    while time.monotonic() - started < 10 and not (answers and answers[-1]["pruned"]):
+        answers.append(requests.post(f"{url}/v1/prune", json={"query": "which test failed", "tool_output": LOG},
+                                     timeout=120).json())
+    assert answers[-1]["pruned"] is True, [answer["reason"] for answer in answers]
+    timed_out = 1 + sum(1 for answer in answers if (answer["reason"] or "").startswith("timeout after 2s"))
     batching = requests.get(f"{url}/healthz", timeout=60).json()["batching"]
-    assert batching["cancelled"] == 1 and batching["calls"] == 2, batching
+    # every timed-out call is cancelled unless its work had just ended; the first try's is the big one
+    assert 1 <= batching["cancelled"] <= timed_out and batching["calls"] == 1 + len(answers), batching
 
 
 def _pruner_pids(app: str) -> list[int]:
