@@ -37,7 +37,7 @@ class Gate:
     quiet: bool = False
 
 
-def input_gate(data: bytes, settings: Any, *, over_limit: bool = False) -> Gate | None:
+def input_gate(data: bytes, settings: settings_mod.Settings, *, over_limit: bool = False) -> Gate | None:
     """The pass-through rules, in order; None when the input should be pruned."""
     if over_limit:
         return Gate("over_limit", f"input is over max_input_mb={settings.max_input_mb:g}: passed through unpruned")
@@ -52,7 +52,7 @@ def input_gate(data: bytes, settings: Any, *, over_limit: bool = False) -> Gate 
     return None
 
 
-def keep_full_output(settings: Any, data: bytes) -> tuple[str | None, str | None]:
+def keep_full_output(settings: settings_mod.Settings, data: bytes) -> tuple[str | None, str | None]:
     """(store id, note): the id is None when the output could not be kept (the note says why)."""
     if not settings.store_outputs:
         return None, None
@@ -63,7 +63,7 @@ def keep_full_output(settings: Any, data: bytes) -> tuple[str | None, str | None
     return kept.id, (f"store: {kept.note}" if kept.note else None)
 
 
-def call_backend(settings: Any, query: str, text: str) -> tuple[PruneResult | None, str | None, Any, float]:
+def call_backend(settings: settings_mod.Settings, query: str, text: str) -> tuple[PruneResult | None, str | None, Any, float]:
     """(result, failure, pruner, load seconds): exactly one of result / failure is set.
 
     The fail-open boundary: any backend error becomes a failure message, never an exception. The

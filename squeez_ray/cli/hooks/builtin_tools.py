@@ -32,10 +32,13 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squeez_ray.cli.hooks.raw import raw_requested
 from squeez_ray.cli.hooks.transcript import host_version, last_user_prompt
+
+if TYPE_CHECKING:  # for the annotation only: the hooks import settings when they run, so their start stays light
+    from squeez_ray.cli.settings import Settings
 
 # The first version a maintainer showed applying an object-shaped updatedToolOutput (Bash, anthropics/
 # claude-code#68951, v2.1.233; the same day #86753 on Read). 2.1.121 introduced the key, but every report
@@ -59,7 +62,7 @@ _MARKER = re.compile(r"^\[squeez: (\d+) lines? omitted \((\d+)-(\d+)\); "
 _FOOTER = re.compile(r"^\[squeez: kept \d+ of \d+ lines .*\]$")
 
 
-def post_tool_use(payload: Any, settings: Any = None, environ: Any = None) -> dict[str, Any] | None:
+def post_tool_use(payload: Any, settings: Settings | None = None, environ: Any = None) -> dict[str, Any] | None:
     """The PostToolUse answer for a Read or Grep payload, or None to leave the result as it is."""
     if not isinstance(payload, dict) or payload.get("hook_event_name") != "PostToolUse":
         return None

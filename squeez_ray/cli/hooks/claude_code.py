@@ -29,7 +29,7 @@ import json
 import os
 import shlex
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from squeez_ray.cli.hooks.builtin_tools import post_tool_use
 from squeez_ray.cli.hooks.codex import codex_auto_approved
@@ -38,6 +38,9 @@ from squeez_ray.cli.hooks.permissions import rules_could_see
 from squeez_ray.cli.hooks.raw import raw_requested
 from squeez_ray.cli.hooks.shell import needs_agent_shell
 from squeez_ray.cli.hooks.transcript import last_user_prompt
+
+if TYPE_CHECKING:  # for the annotation only: the hooks import settings when they run, so their start stays light
+    from squeez_ray.cli.settings import Settings
 
 _PROMPT_CHARS = 300
 _QUERY_CHARS = 600
@@ -65,7 +68,7 @@ def hook_main(host: str, stdin: Any = None, stdout: Any = None) -> int:
     return 0
 
 
-def rewrite(payload: Any, host: str, settings: Any = None) -> dict[str, Any] | None:
+def rewrite(payload: Any, host: str, settings: Settings | None = None) -> dict[str, Any] | None:
     """The hook's answer for ``payload`` (Claude Code or Codex), or None to leave the call unchanged."""
     if not isinstance(payload, dict) or payload.get("tool_name") not in ("Bash", "shell", "local_shell"):
         return None
@@ -139,7 +142,7 @@ def squeez_invocation() -> str:
     return f"{shlex.quote(sys.executable)} -m squeez_ray.cli"
 
 
-def _settings() -> Any:
+def _settings() -> Settings:
     from squeez_ray.cli import settings as settings_mod
 
     return settings_mod.resolve()
