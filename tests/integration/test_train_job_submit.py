@@ -31,6 +31,9 @@ def _free_port() -> int:
 def _env() -> dict[str, str]:
     env = dict(os.environ, RAY_AUTH_MODE="disabled", RAY_USAGE_STATS_ENABLED="0", HF_HUB_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false", VLLM_CPU_KVCACHE_SPACE="1", PATH=f"{BIN}:{os.environ['PATH']}")
+    # `ray start --head` gives its dashboard 60 s to come up, then exits 1; on a loaded 2-core CI machine it
+    # took longer once (its nine modules still loading at 67 s), so this head waits as long as the fixture.
+    env.setdefault("RAY_DASHBOARD_STARTUP_TIMEOUT_S", "180")
     env.pop("RAY_ADDRESS", None)
     return env
 
