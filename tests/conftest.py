@@ -1,5 +1,5 @@
 """Shared fixtures. Markers come from the folder a test lives in (unit / integration / gpu); integration and gpu
-tests run in one of three cluster streams (below) unless marked ``no_cluster``."""
+tests run in one of two cluster streams (below) unless marked ``no_cluster``."""
 
 from __future__ import annotations
 
@@ -33,45 +33,30 @@ os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="squeez-test-run-")
 atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 
 
-# The integration and gpu tests that start Ray, Serve or vLLM run in three streams, each an xdist group: one
+# The integration and gpu tests that start Ray, Serve or vLLM run in two streams, each an xdist group: one
 # worker runs a stream's tests in turn, and its local Ray (the session fixture ray_local) is that worker's
-# own, so the streams run side by side as separate clusters with separate ports (every test picks free
-# ports; the quickstart alone takes Serve's 8000, and its Ray is embedded in its own subprocess).
-#
-# - "cluster-gemma": the tests that load Gemma 3 270M, whole modules whatever their marks: the README's main
-#   job (trains, merges and serves it), test_label_vllm (a vLLM teacher on it) and test_gemma_recipe. In
-#   turn, not beside each other: test_label_vllm's synthesis test once failed while the README job ran in
-#   the other stream, and one worker builds test_gemma_recipe's module fixture (a training run) once.
-# - "cluster-train": the modules named in TRAIN_STREAM; "cluster-serve": every other one.
-#
-# Three streams on pyproject.toml's -n 3: the scheduler hands out the largest groups first, one a worker,
-# and a worker near the end of its stream takes the unit tests and the no_cluster ones, which fill the
-# cores to the end. Streams are balanced by CI's own durations (--durations=25 at the end of its log).
-# A clean-clone run at nice 0 (below) with two streams read (sums of durations, min): serve 36.5, of which
-# the README job 14.7 and test_label_vllm 6.0; train 30.2 + ~2.5; test_gemma_recipe 4.9. So the Gemma
-# stream takes those three (~25.6) and test_multinode (4.4) and test_label_http (5.2) go back to the serve
-# stream (~25.4), leaving train ~23. Measured so, clean clone, 2026-11-28: 36.5 min of pytest (39.8 with
-# set-up), every test passing; the 2 cores were 96-99% busy to the end, so what is left to gain is less
-# work, not a better order.
-#
-# Ray workers run at nice 0 here, not Ray's default 15. The run is CPU-bound (2 cores busy for ~30 min,
-# ~69 core-minutes of work in all), so the order of the work decides its end, and the streams are its
-# critical path: at 15 every Ray worker of a stream yielded to the nice-0 unit tests and the streams ended
-# late and alone (9 min at 60-79% CPU). At 0 a clean-clone run took 37.0 min of pytest against 39.3 in CI
-# at 15 (two streams, one run each, 2026-11-28).
-os.environ.setdefault("RAY_worker_niceness", "0")
-GEMMA_STREAM = frozenset({"test_readme.py", "test_label_vllm.py", "test_gemma_recipe.py"})
+# own, so the two streams run side by side as two clusters with separate ports (every test picks free
+# ports; the quickstart alone takes Serve's 8000). Two streams, because one such test mostly keeps one
+# core busy (a vLLM engine on its 1-CPU bundle, one Ray Train worker, Ray Data's start-up), so a single
+# stream left a core idle for most of CI. They are balanced by CI's own durations (--durations=25 at the
+# end of its log); a module not named here runs in the "cluster-serve" stream. pyproject.toml's -n 3 gives
+# the unit tests the third worker: the scheduler hands the two largest groups out first. Ray's workers keep
+# their default nice 15. At 0 (RAY_worker_niceness) a stream's tests no longer yielded to the unit tests,
+# and 25 min in only 31% of the tests were done, against 96% at 17.5 min at 15; that run was stopped there,
+# and the unit tests are most of that count, so whether the whole run ends later at 0 is not measured.
+# test_label_vllm (Gemma 270M on vLLM) runs in the serve stream, in turn with the quickstart's Gemma
+# training and serving: in the train stream its synthesis test failed beside them in a clean-clone run.
+# Sums of one warm run's durations (2026-11-28, minutes): serve 38.2 and train 29.6 with test_multinode
+# (5.0) in the serve stream, so it runs in the train stream (where it passed in earlier runs).
 TRAIN_STREAM = frozenset({
-    "test_bulk_eval_engines.py", "test_gpu_check_dry_run.py", "test_handlabel_pipeline.py",
+    "test_bulk_eval_engines.py", "test_gpu_check_dry_run.py", "test_handlabel_pipeline.py", "test_label_http.py",
     "test_label_job.py", "test_preflight.py", "test_train_job_submit.py",
-    "test_train_lora.py", "test_train_ray.py", "test_encoder_train.py", "test_encoder_data.py",
+    "test_train_lora.py", "test_train_ray.py", "test_encoder_train.py", "test_encoder_data.py", "test_multinode.py",
 })
 
 
 def cluster_stream(module: str) -> str:
     """The xdist group of a test module that starts Ray, Serve or vLLM."""
-    if module in GEMMA_STREAM:
-        return "cluster-gemma"
     return "cluster-train" if module in TRAIN_STREAM else "cluster-serve"
 
 
@@ -83,8 +68,7 @@ def pytest_collection_modifyitems(config, items):
         parts = Path(str(item.fspath)).relative_to(REPO / "tests").parts
         if parts and parts[0] in ("unit", "integration", "gpu"):
             item.add_marker(getattr(pytest.mark, parts[0]))
-        in_stream = not item.get_closest_marker("no_cluster") or parts[-1] in GEMMA_STREAM
-        if parts and parts[0] in ("integration", "gpu") and in_stream:
+        if parts and parts[0] in ("integration", "gpu") and not item.get_closest_marker("no_cluster"):
             item.add_marker(pytest.mark.xdist_group(cluster_stream(parts[-1])))
         if parts and parts[0] == "gpu":
             try:

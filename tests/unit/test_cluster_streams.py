@@ -1,4 +1,4 @@
-"""The three cluster streams (tests/conftest.py): a renamed module must not drop out of its stream unseen,
+"""The two cluster streams (tests/conftest.py): a renamed module must not drop out of its stream unseen,
 and the collection hook must send each kind of test where the comment there says."""
 
 from __future__ import annotations
@@ -12,19 +12,17 @@ import conftest
 TESTS = Path(conftest.__file__).resolve().parent
 
 
-def test_every_named_stream_module_exists():
-    """TRAIN_STREAM and GEMMA_STREAM name modules by file name: one renamed or deleted would leave a stale
-    name behind and quietly move its tests to the serve stream."""
+def test_every_train_stream_module_exists():
+    """TRAIN_STREAM names modules by file name: one renamed or deleted would leave a stale name behind
+    and quietly move its tests to the other stream."""
     cluster_modules = {path.name for folder in ("integration", "gpu") for path in (TESTS / folder).glob("test_*.py")}
-    named = conftest.TRAIN_STREAM | conftest.GEMMA_STREAM
-    assert named <= cluster_modules, sorted(named - cluster_modules)
-    assert not conftest.TRAIN_STREAM & conftest.GEMMA_STREAM
+    assert conftest.TRAIN_STREAM <= cluster_modules, sorted(conftest.TRAIN_STREAM - cluster_modules)
 
 
 def test_both_streams_hold_tests():
     names = {path.name for path in (TESTS / "integration").glob("test_*.py")}
     streams = {conftest.cluster_stream(name) for name in names}
-    assert streams == {"cluster-train", "cluster-serve", "cluster-gemma"}
+    assert streams == {"cluster-train", "cluster-serve"}
     assert conftest.cluster_stream("test_not_named_anywhere.py") == "cluster-serve"
 
 
@@ -50,13 +48,10 @@ def _groups(item: _Item) -> list[str]:
 def test_collection_puts_cluster_tests_in_their_stream_and_leaves_the_rest_free():
     train = _Item("integration/" + sorted(conftest.TRAIN_STREAM)[0])
     serve = _Item("integration/test_serve_model.py")
-    free = _Item("integration/test_light_install.py", marks=("no_cluster",))
-    # a Gemma module runs in its stream whole, its no_cluster tests too (one worker, one module fixture)
-    gemma = _Item("integration/test_gemma_recipe.py", marks=("no_cluster",))
+    free = _Item("integration/test_readme.py", marks=("no_cluster",))
     unit = _Item("unit/test_house.py")
-    conftest.pytest_collection_modifyitems(None, [train, serve, free, gemma, unit])
+    conftest.pytest_collection_modifyitems(None, [train, serve, free, unit])
     assert _groups(train) == ["cluster-train"] and _groups(serve) == ["cluster-serve"]
-    assert _groups(gemma) == ["cluster-gemma"]
     assert _groups(free) == [] and _groups(unit) == []
     assert [mark.name for mark in unit.added] == ["unit"]
     assert [mark.name for mark in free.added] == ["integration"]
