@@ -41,9 +41,10 @@ atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], True)
 # stream left a core idle for most of CI. They are balanced by CI's own durations (--durations=25 at the
 # end of its log); a module not named here runs in the "cluster-serve" stream. pyproject.toml's -n 3 gives
 # the unit tests the third worker: the scheduler hands the two largest groups out first. Ray's workers keep
-# their default nice 15. At 0 (RAY_worker_niceness) a stream's tests no longer yielded to the unit tests,
-# and 25 min in only 31% of the tests were done, against 96% at 17.5 min at 15; that run was stopped there,
-# and the unit tests are most of that count, so whether the whole run ends later at 0 is not measured.
+# their default nice 15. Measured at 0 (RAY_worker_niceness), clean clones, 2026-11-28: two streams 37.0 min
+# of pytest (CI at 15: 39.3) with one error (a `ray start` head's dashboard missed Ray's 60 s); a third
+# stream for the Gemma modules 36.5, green, then 41.2 with two timing-bound failures at load average 20.
+# Both cores are busy to the end at either niceness: the suite needs less work, not another order.
 # test_label_vllm (Gemma 270M on vLLM) runs in the serve stream, in turn with the quickstart's Gemma
 # training and serving: in the train stream its synthesis test failed beside them in a clean-clone run.
 # Sums of one warm run's durations (2026-11-28, minutes): serve 38.2 and train 29.6 with test_multinode
