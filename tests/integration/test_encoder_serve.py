@@ -133,7 +133,7 @@ def test_a_timed_out_request_stops_its_replica_work(encoder_urls):
     # The replica counts a call as cancelled only when its scoring loop stopped before the end, so this
     # needs no clock: had the cancel not reached the loop, the big call would finish and the count stay 0.
     # (Under CI load the replica runs at nice 15 beside nice-0 tests; the cancel can take seconds to land.)
-    stats = _batching_once(url, lambda s: s["cancelled"] >= 1, within_s=90)
+    stats = _batching_when(url, lambda s: s["cancelled"] >= 1, within_s=90)
     assert stats["cancelled"] == 1 and stats["calls"] == 1, stats
     # Then the replica serves the next request (pruned). On a loaded machine one small call can miss the
     # 2 s budget on its own (seen in CI), so it may try again.
@@ -144,11 +144,11 @@ def test_a_timed_out_request_stops_its_replica_work(encoder_urls):
     assert answers[-1]["pruned"] is True, [answer["reason"] for answer in answers]
     # A small call that timed out is cancelled too, unless its (short) work had already ended.
     timed_out = sum(1 for answer in answers if (answer["reason"] or "").startswith("timeout after 2s"))
-    stats = _batching_once(url, lambda s: s["calls"] == 1 + len(answers), within_s=60)
+    stats = _batching_when(url, lambda s: s["calls"] == 1 + len(answers), within_s=60)
     assert 1 <= stats["cancelled"] <= 1 + timed_out, stats
 
 
-def _batching_once(url: str, done, within_s: float) -> dict:
+def _batching_when(url: str, done, within_s: float) -> dict:
     """The slow app's replica batching figures, polled until ``done(figures)`` or ``within_s`` passes
     (/healthz omits them while the replica is too busy to answer)."""
     started, stats = time.monotonic(), None

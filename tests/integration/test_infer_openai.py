@@ -26,6 +26,7 @@ from squeez_ray.testing.http import free_port
 
 SERVED_NAME = "tiny-qwen3"
 CONTEXT = 1024
+SERVER_START_S = 600  # a hang guard: the server's start took 295 s once under CI load
 
 
 
@@ -47,7 +48,7 @@ def server(tiny_qwen3_dir, tmp_path_factory):
             stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 600  # a hang guard: the start took 295 s once under CI load
+        deadline = time.monotonic() + SERVER_START_S
         while True:
             if process.poll() is not None:
                 pytest.fail(f"vLLM server exited with {process.returncode}:\n{log_path.read_text()[-3000:]}")
@@ -58,7 +59,7 @@ def server(tiny_qwen3_dir, tmp_path_factory):
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                pytest.fail(f"vLLM server not healthy after 600 s:\n{log_path.read_text()[-3000:]}")
+                pytest.fail(f"vLLM server not healthy after {SERVER_START_S} s:\n{log_path.read_text()[-3000:]}")
             time.sleep(1)
         yield url, process
     finally:
