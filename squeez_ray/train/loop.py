@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -232,20 +233,26 @@ def train_loop_per_worker(loop_config: dict[str, Any]) -> None:
         model = apply_lora(base_model, cfg.lora, gradient_checkpointing=cfg.model.gradient_checkpointing)
     warn_if_slow_kernels(model, use_gpu=cfg.scaling.use_gpu and not cfg.train.use_cpu)
     dataset = _shard_dataset_class()(session.dataset_shard(), loop_config["n_batches"], tokenizer.pad_token_id)
+    # The Trainer's own folder: every save is handed to the session (Ray uploads it to storage and deletes
+    # it; a LocalSession copies it), so nothing here outlives the run. It used to stay in /tmp: one folder
+    # per worker per run, holding the last checkpoint when a run failed or trained in-process.
     output_dir = tempfile.mkdtemp(prefix=f"squeez-train-rank{session.rank}-")
-    checkpoint = session.checkpoint()
-    trainer = _trainer_class()(
-        model=model, args=training_arguments(cfg, output_dir, world_size=session.world,
-                                             deepspeed=loop_config.get("deepspeed")),
-        train_dataset=dataset,
-        callbacks=_callbacks(session, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
-                             cfg.train.debug_fail_at_step,
-                             steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps),
-                             resumed=checkpoint is not None, progress=bool(loop_config.get("progress"))))
-    if checkpoint is None:
-        trainer.train()
-        return
-    # Keep the folder open for the whole run: for cloud storage it is a temporary download.
-    with checkpoint.as_directory() as folder:
-        log.info("rank %d resuming from %s", session.rank, folder)
-        trainer.train(resume_from_checkpoint=folder)
+    try:
+        checkpoint = session.checkpoint()
+        trainer = _trainer_class()(
+            model=model, args=training_arguments(cfg, output_dir, world_size=session.world,
+                                                 deepspeed=loop_config.get("deepspeed")),
+            train_dataset=dataset,
+            callbacks=_callbacks(session, loop_config["metadata"], loop_config.get("eval_rows"), cfg, tokenizer,
+                                 cfg.train.debug_fail_at_step,
+                                 steps_per_epoch=math.ceil(loop_config["n_batches"] / cfg.train.gradient_accumulation_steps),
+                                 resumed=checkpoint is not None, progress=bool(loop_config.get("progress"))))
+        if checkpoint is None:
+            trainer.train()
+            return
+        # Keep the folder open for the whole run: for cloud storage it is a temporary download.
+        with checkpoint.as_directory() as folder:
+            log.info("rank %d resuming from %s", session.rank, folder)
+            trainer.train(resume_from_checkpoint=folder)
+    finally:
+        shutil.rmtree(output_dir, ignore_errors=True)

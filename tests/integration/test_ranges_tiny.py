@@ -8,6 +8,7 @@ parsing of answers is tests/unit/test_prompt_ranges.py's."""
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -25,7 +26,7 @@ LOG = ("collected 4 items\ntests/test_a.py::test_one PASSED\ntests/test_a.py::te
 QUERY = "which test failed and why"
 
 
-def test_train_merge_and_serve_in_the_range_format(tiny_qwen3_dir, tmp_path):
+def test_train_merge_and_serve_in_the_range_format(tiny_qwen3_dir, tmp_path, monkeypatch):
     from squeez_ray.infer.base import PruneRequest
     from squeez_ray.infer.registry import BackendOptions, build_pruner
     from squeez_ray.train.data import TokenizeBatch, training_row
@@ -39,7 +40,11 @@ def test_train_merge_and_serve_in_the_range_format(tiny_qwen3_dir, tmp_path):
         "train.max_steps=4", "train.learning_rate=0.01", "train.warmup_ratio=0", "train.lr_scheduler=constant",
         "train.save_steps=4", "train.logging_steps=1", "train.per_device_batch_size=2", "scaling.num_workers=1",
         f"run.storage_path={tmp_path}", "run.name=ranges"])
+    scratch = tmp_path / "scratch"  # the system temp folder for this run: the loop must leave nothing in it
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     outcome = train_in_process(config, tmp_path / "ranges", rows=rows)
+    assert list(scratch.iterdir()) == []
     checkpoint = Path(outcome["checkpoints"][-1])
     meta = json.loads((checkpoint / "squeez_train.json").read_text())
     assert meta["prompt_format"] == RANGES_FORMAT and meta["system_prompt"] == RANGES_SYSTEM_PROMPT
