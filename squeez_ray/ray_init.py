@@ -6,11 +6,25 @@
 - otherwise start an embedded local Ray (``address="local"``), never a cluster merely recorded in
   ``/tmp/ray`` by an earlier ``ray start``: that record may be stale, and a stale one makes
   ``ray.init()`` hang. Its workers get the job's ``SQUEEZ_``/``VLLM_``/``HF_`` settings.
+
+An embedded Ray whose node does not come up is started once more. Ray 2.60's raylet gives its
+dashboard agent a fixed 15 s to write its port file and then aborts (no setting changes that: the
+wait is hard-coded in node_manager.cc), and on a loaded 2-core machine the agent's Python start-up
+alone took 28 s. ``ray.init`` then raises a bare ``Exception`` ("timed out during startup") and leaves
+that attempt's GCS and agents running; they are stopped before the second try, which finds the
+agent's modules warm. A second failure is a ``RayStartError``: one line, exit 2, never a traceback.
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from typing import Any
+
+from squeez_ray.errors import JobError
+
+log = logging.getLogger(__name__)
 
 # Settings the job's own code reads inside Ray workers (engine choice, vLLM's KV cache, offline hub).
 FORWARDED_ENV_PREFIXES = ("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH", "TOKENIZERS")
@@ -33,13 +47,61 @@ def init_ray(address: str | None = None, *, log_to_driver: bool = False) -> None
 
         ray_sessions.reap_stale_sessions()  # agents a SIGKILLed job's Ray left holding ports
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
-        context = ray.init(address="local", include_dashboard=False, log_to_driver=log_to_driver,
-                           runtime_env={"env_vars": env} if env else None)
+        context = _start_local(dict(include_dashboard=False, log_to_driver=log_to_driver,
+                                    runtime_env={"env_vars": env} if env else None))
         session_dir = _session_dir(context)
         if session_dir:
             ray_sessions.record_session(session_dir)
     else:
         ray.init(address=target, log_to_driver=log_to_driver)
+
+
+class RayStartError(JobError):
+    """The embedded Ray's node did not start, twice."""
+
+
+NODE_START_TIMEOUT = "timed out during startup"  # what ray.init raises when the raylet dies at start
+
+
+def _start_local(kwargs: dict[str, Any], attempts: int = 2) -> Any:
+    """``ray.init(address="local", **kwargs)``, again after a node that timed out during start-up."""
+    import psutil
+    import ray
+
+    for attempt in range(1, attempts + 1):
+        before = {p.pid for p in psutil.Process().children(recursive=True)}
+        try:
+            return ray.init(address="local", **kwargs)
+        except Exception as error:  # noqa: BLE001 - Ray raises a bare Exception for this; others re-raised
+            if NODE_START_TIMEOUT not in str(error):
+                raise
+            logs = _stop_new_children(before)
+            if attempt == attempts:
+                raise RayStartError(
+                    f"the embedded Ray's node did not start ({attempts} tries): its raylet waits 15 s for its "
+                    f"dashboard agent, which a loaded machine can exceed; the raylet's log: {logs}") from error
+            log.warning("the embedded Ray's node timed out during start-up (a slow dashboard agent on a "
+                        "loaded machine; raylet log %s); starting it once more", logs)
+    raise AssertionError("unreachable")
+
+
+def _stop_new_children(before: set[int]) -> str:
+    """Stop the processes a failed ``ray.init`` started (not in ``before``); return its raylet's log path."""
+    import psutil
+
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    logs = "unknown"
+    for proc in started:
+        with contextlib.suppress(psutil.Error):
+            for arg in proc.cmdline():
+                if arg.startswith("--session-dir="):  # the log monitor and dashboard say it
+                    logs = os.path.join(arg.split("=", 1)[1], "logs", "raylet.out")
+            proc.terminate()
+    _, still = psutil.wait_procs(started, timeout=5)
+    for proc in still:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
+    return logs
 
 
 def _session_dir(context: object) -> str | None:

@@ -57,3 +57,25 @@ def test_a_sigkilled_jobs_orphans_are_cleaned_by_the_next_run(tmp_path):
     assert rerun.returncode == 0 and b"up 42" in rerun.stdout, rerun.stderr[-3000:]
     assert _holding(marker) == []
     assert not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in orphans)
+
+
+# Started by Ray's raylet as a Python process: the dashboard agent sleeps past the raylet's fixed 15 s wait
+# for its port file the first time (a marker file remembers it), as it did on a loaded 2-core CI machine.
+SLOW_AGENT_ONCE = """
+import os, sys, time
+if any(arg.endswith("dashboard/agent.py") for arg in sys.argv) and not os.path.exists(os.environ["SLOW_AGENT_MARK"]):
+    open(os.environ["SLOW_AGENT_MARK"], "w").close()
+    time.sleep(25)
+"""
+
+
+def test_a_node_that_times_out_at_start_is_started_once_more(tmp_path):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(SLOW_AGENT_ONCE)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path / "site"), str(REPO)]),
+           "RAY_AUTH_MODE": "disabled", "OMP_NUM_THREADS": "1", "SLOW_AGENT_MARK": str(tmp_path / "slowed")}
+    env.pop("RAY_ADDRESS", None)
+    run = subprocess.run([sys.executable, "-c", JOB], capture_output=True, env=env, timeout=300, check=False)
+    assert (tmp_path / "slowed").exists()  # the first agent really was slowed
+    assert run.returncode == 0 and b"up 42" in run.stdout, run.stderr[-3000:]
+    assert b"timed out during start-up" in run.stderr and b"starting it once more" in run.stderr

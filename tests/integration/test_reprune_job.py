@@ -142,13 +142,14 @@ def test_a_killed_run_resumes_to_the_same_result_without_redoing_work(ray_local,
     # A private embedded Ray in the child (never the test session's), and a pause before each file
     # is written so the kill lands mid-run.
     env = {**os.environ, "RAY_ADDRESS": "local", "SQUEEZ_REPRUNE_DELAY_PER_FILE_S": "1.5"}
-    child = subprocess.Popen(command, env=env, start_new_session=True, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+    child_log = tmp_path / "killed-run.log"
+    with open(child_log, "wb") as log:
+        child = subprocess.Popen(command, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT)
     done_dir = out / STATE_DIR / "done"
     deadline = time.monotonic() + 240
     try:
         while len(list(done_dir.rglob("*.json"))) < 4:
-            assert child.poll() is None, "the job ended before it could be killed"
+            assert child.poll() is None, f"the job ended before it could be killed:\n{child_log.read_text()[-3000:]}"
             assert time.monotonic() < deadline, "the job made no progress"
             time.sleep(0.2)
     finally:

@@ -62,3 +62,46 @@ def test_the_embedded_ray_is_recorded_by_the_session_dir_init_returns(monkeypatc
     monkeypatch.setattr(ray_sessions, "record_session", recorded.append)
     init_ray()
     assert recorded == ["/tmp/ray/s_1"]
+
+
+def _failing_init(monkeypatch, errors):
+    """ray.init raising each of ``errors`` in turn (then succeeding); returns the calls made."""
+    from squeez_ray import ray_sessions
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray_sessions, "reap_stale_sessions", lambda: [])
+    calls = []
+
+    def init(**kwargs):
+        calls.append(kwargs)
+        if len(calls) <= len(errors):
+            raise errors[len(calls) - 1]
+    monkeypatch.setattr(ray, "init", init)
+    return calls
+
+
+# What ray.init raises when the raylet aborted waiting for its dashboard agent (Ray 2.60, seen in CI)
+TIMED_OUT = Exception("The current node timed out during startup. This could happen because some of the raylet "
+                      "failed to startup or the GCS has become overloaded.")
+
+
+def test_a_node_that_times_out_twice_is_one_job_error(monkeypatch):
+    import pytest
+
+    from squeez_ray.errors import JobError
+    from squeez_ray.ray_init import RayStartError
+
+    calls = _failing_init(monkeypatch, [TIMED_OUT, TIMED_OUT])
+    with pytest.raises(RayStartError, match=r"did not start \(2 tries\).*raylet's log") as raised:
+        init_ray()
+    assert isinstance(raised.value, JobError) and len(calls) == 2  # the runner prints it as one line, exit 2
+
+
+def test_other_start_errors_are_not_retried(monkeypatch):
+    import pytest
+
+    calls = _failing_init(monkeypatch, [ValueError("bad runtime_env")])
+    with pytest.raises(ValueError, match="bad runtime_env"):
+        init_ray()
+    assert len(calls) == 1
