@@ -42,8 +42,9 @@ def test_vllm_system_in_an_actor_pool_matches_the_local_engine(ray_local, tiny_q
 @pytest.mark.slow
 def test_transformers_system_in_an_actor_pool_matches_the_local_model(ray_local, tiny_qwen3_dir, public_cases_path,
                                                                       tmp_path):
-    # One example: random weights generate up to the answer cap on CPU, which takes about a minute per pass.
-    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=1, device="cpu")
+    # One example, and the same 64-token cap as above: random weights never stop early, and at the default
+    # cap (a quarter of the context) each of the two passes decoded for about a minute of CI's CPU.
+    options = BackendOptions(model=str(tiny_qwen3_dir), batch_size=1, device="cpu", max_new_tokens=64)
     systems = [SystemSpec.parse("transformers=tiny-hf")]
     bulk = evaluate_bulk(public_cases_path, systems, tmp_path / "bulk", options=options, limit=1,
                          bulk=BulkSettings(workers=1, batch_size=1, cpus_per_worker=1), echo=False)
