@@ -47,7 +47,7 @@ def init_ray(address: str | None = None, *, log_to_driver: bool = False) -> None
 
         ray_sessions.reap_stale_sessions()  # agents a SIGKILLed job's Ray left holding ports
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
-        context = _start_local(dict(include_dashboard=False, log_to_driver=log_to_driver,
+        context = start_local(dict(include_dashboard=False, log_to_driver=log_to_driver,
                                     runtime_env={"env_vars": env} if env else None))
         session_dir = _session_dir(context)
         if session_dir:
@@ -63,7 +63,7 @@ class RayStartError(JobError):
 NODE_START_TIMEOUT = "timed out during startup"  # what ray.init raises when the raylet dies at start
 
 
-def _start_local(kwargs: dict[str, Any], attempts: int = 2) -> Any:
+def start_local(kwargs: dict[str, Any], attempts: int = 2) -> Any:
     """``ray.init(address="local", **kwargs)``, again after a node that timed out during start-up."""
     import psutil
     import ray

@@ -120,10 +120,12 @@ def ray_local():
     """One local Ray for the whole session (2 CPUs, no dashboard): starting Ray costs seconds."""
     import ray
 
-    if not ray.is_initialized():
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "1",
-                                           "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}})
+    from squeez_ray.ray_init import start_local
+
+    if not ray.is_initialized():  # start_local: once more if the node times out at start (a loaded machine)
+        start_local(dict(num_cpus=2, include_dashboard=False, log_to_driver=False,
+                         runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "1",
+                                                   "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}}))
     yield ray
     try:
         from ray import serve
