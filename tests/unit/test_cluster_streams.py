@@ -47,7 +47,7 @@ def _groups(item: _Item) -> list[str]:
 
 def test_collection_puts_cluster_tests_in_their_stream_and_leaves_the_rest_free():
     train = _Item("integration/" + sorted(conftest.TRAIN_STREAM)[0])
-    serve = _Item("integration/test_serve_model.py")
+    serve = _Item("integration/test_serve_baseline.py")
     free = _Item("integration/test_readme.py", marks=("no_cluster",))
     unit = _Item("unit/test_house.py")
     conftest.pytest_collection_modifyitems(None, [train, serve, free, unit])
