@@ -89,6 +89,8 @@ def _stop_new_children(before: set[int]) -> str:
     """Stop the processes a failed ``ray.init`` started (not in ``before``); return its raylet's log path."""
     import psutil
 
+    from squeez_ray.ray_sessions import stop_processes
+
     started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     logs = "unknown"
     for proc in started:
@@ -96,11 +98,7 @@ def _stop_new_children(before: set[int]) -> str:
             for arg in proc.cmdline():
                 if arg.startswith("--session-dir="):  # the log monitor and dashboard say it
                     logs = os.path.join(arg.split("=", 1)[1], "logs", "raylet.out")
-            proc.terminate()
-    _, still = psutil.wait_procs(started, timeout=5)
-    for proc in still:
-        with contextlib.suppress(psutil.Error):
-            proc.kill()
+    stop_processes(started, grace_s=5)
     return logs
 
 

@@ -38,8 +38,6 @@ def record_session(session_dir: str) -> None:
 
 def reap_stale_sessions(grace_s: float = 3.0) -> list[int]:
     """Stop the leftover processes of recorded sessions whose driver is gone; return their pids."""
-    import psutil
-
     folder = records_dir()
     if not folder.is_dir():
         return []
@@ -54,18 +52,25 @@ def reap_stale_sessions(grace_s: float = 3.0) -> list[int]:
         if _alive(pid, started):
             continue
         leftovers = _processes_holding(session)
-        for proc in leftovers:
-            with contextlib.suppress(psutil.Error):
-                proc.terminate()
-        _, still = psutil.wait_procs(leftovers, timeout=grace_s)
-        for proc in still:
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        stop_processes(leftovers, grace_s)
         if leftovers:
             log.warning("stopped %d process(es) left by the killed job %d's Ray (%s)", len(leftovers), pid, session)
         reaped += [p.pid for p in leftovers]
         path.unlink(missing_ok=True)
     return reaped
+
+
+def stop_processes(procs: list, grace_s: float) -> None:
+    """SIGTERM each of ``procs`` (psutil processes), then SIGKILL those still there after ``grace_s``."""
+    import psutil
+
+    for proc in procs:
+        with contextlib.suppress(psutil.Error):
+            proc.terminate()
+    _, still = psutil.wait_procs(procs, timeout=grace_s)
+    for proc in still:
+        with contextlib.suppress(psutil.Error):
+            proc.kill()
 
 
 def _alive(pid: int, started: float) -> bool:
