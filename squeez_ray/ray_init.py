@@ -26,6 +26,15 @@ from squeez_ray.errors import JobError
 
 log = logging.getLogger(__name__)
 
+# The embedded Ray's own settings (Ray's RayConfig, passed as ``_system_config``). Ray kills a worker
+# process that sits idle for 1 s once more than num_cpus of them are idle; a Ray Data stage of
+# fractional-CPU tasks runs ~10 at once on 2 cores, so each stage and each labelling round started
+# its workers again (~2.5 s of CPU apiece, importing ray.data and the job's modules). Kept for a
+# minute they are reused: the HTTP-teacher labelling tests took 168 s and started 61 workers, then
+# 86 s and 28 (tests/bench/bench_worker_reuse.py measures it). Metrics collection feeds the dashboard,
+# which the embedded Ray does not start: off, it stops a periodic scan of every worker process.
+EMBEDDED_SYSTEM_CONFIG = {"idle_worker_killing_time_threshold_ms": 60_000, "enable_metrics_collection": False}
+
 # Settings the job's own code reads inside Ray workers (engine choice, vLLM's KV cache, offline hub).
 FORWARDED_ENV_PREFIXES = ("SQUEEZ_", "VLLM_", "HF_", "RAY_AUTH", "TOKENIZERS")
 
@@ -48,7 +57,8 @@ def init_ray(address: str | None = None, *, log_to_driver: bool = False) -> None
         ray_sessions.reap_stale_sessions()  # agents a SIGKILLed job's Ray left holding ports
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
         context = start_local(dict(include_dashboard=False, log_to_driver=log_to_driver,
-                                    runtime_env={"env_vars": env} if env else None))
+                                    runtime_env={"env_vars": env} if env else None,
+                                    _system_config=EMBEDDED_SYSTEM_CONFIG))
         session_dir = _session_dir(context)
         if session_dir:
             ray_sessions.record_session(session_dir)

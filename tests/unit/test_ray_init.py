@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ray
 
-from squeez_ray.ray_init import init_ray, ray_address
+from squeez_ray.ray_init import EMBEDDED_SYSTEM_CONFIG, init_ray, ray_address
 
 
 def test_address_precedence(monkeypatch):
@@ -33,6 +33,9 @@ def test_local_ray_forwards_job_settings_and_skips_the_dashboard(monkeypatch):
     assert kwargs["address"] == "local" and kwargs["include_dashboard"] is False
     env = kwargs["runtime_env"]["env_vars"]
     assert env["VLLM_CPU_KVCACHE_SPACE"] == "1" and "UNRELATED_SECRET" not in env
+    # idle workers are kept for reuse (a Ray Data round no longer starts its workers again), no metrics
+    assert kwargs["_system_config"] == EMBEDDED_SYSTEM_CONFIG
+    assert EMBEDDED_SYSTEM_CONFIG["idle_worker_killing_time_threshold_ms"] >= 30_000
 
 
 def test_submitted_job_joins_its_cluster(monkeypatch):
