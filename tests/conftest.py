@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -17,6 +18,13 @@ REPO = Path(__file__).resolve().parents[1]
 # SQUEEZ_TEST_SHARED) names it outright.
 SHARED = Path(os.environ.get("SQUEEZ_SHARED") or os.environ.get("SQUEEZ_TEST_SHARED")
               or next((p / "shared" for p in REPO.parents if (p / "shared").is_dir()), REPO.parent / "shared"))
+
+# The test session's processes cache what they compile, whatever PYTHONDONTWRITEBYTECODE says (these build
+# machines set it): scripts/setup.sh caches only what its import check imports, and a module every Ray worker
+# or vLLM process compiled again from source made a clean clone's tests ~50% slower. This process cannot
+# change its own flag at start-up, only what it compiles from now on; its children start without it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Ray 2.60 clusters use token auth by default; test clusters run on loopback without it.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
