@@ -4,8 +4,9 @@ squeez_ray.ray_init.EMBEDDED_SYSTEM_CONFIG (idle workers kept a minute, no metri
     .venv/bin/python tests/bench/bench_worker_reuse.py [--rounds 4] [--rows 64]
 
 Each run starts its own local Ray (2 CPUs, no dashboard), then runs ``--rounds`` small pipelines in turn,
-each a stage of fractional-CPU tasks (0.1 CPU, as the labelling rounds' stages), the shape of a labelling
-job's query, spans and retry rounds. It prints, per configuration, the worker processes the node started,
+each a stage of fractional-CPU tasks (0.1 CPU, as the labelling rounds' stages) that import the labelling
+pipeline and wait 0.3 s per batch (a teacher request), with 3 s between rounds (the driver writing a
+round's rows): the shape of a labelling job's query, spans and retry rounds. It prints, per configuration, the worker processes the node started,
 the wall seconds and the CPU seconds of the whole process tree, then the ratios default / embedded,
 measured in this one run. Read the ratios; absolute times only from an idle machine.
 """
@@ -41,12 +42,13 @@ def sample():
             pass
 
 def stage(batch):
-    time.sleep(0.05)  # a teacher request in flight
+    import squeez_ray.label.pipeline  # noqa: F401 - what a labelling round's worker imports
+    time.sleep(0.3)  # a teacher request in flight
     return batch
 
 started = time.perf_counter()
 for _ in range(rounds):
-    ds = ray.data.range(rows, override_num_blocks=rows // 2).map_batches(stage, num_cpus=0.1, batch_size=2)
+    ds = ray.data.range(rows, override_num_blocks=rows // 4).map_batches(stage, num_cpus=0.1, batch_size=4)
     for _ in ds.iter_batches():
         sample()
     sample()
