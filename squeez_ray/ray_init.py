@@ -57,8 +57,7 @@ def init_ray(address: str | None = None, *, log_to_driver: bool = False) -> None
         ray_sessions.reap_stale_sessions()  # agents a SIGKILLed job's Ray left holding ports
         env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_ENV_PREFIXES)}
         context = start_local(dict(include_dashboard=False, log_to_driver=log_to_driver,
-                                    runtime_env={"env_vars": env} if env else None,
-                                    _system_config=EMBEDDED_SYSTEM_CONFIG))
+                                    runtime_env={"env_vars": env} if env else None))
         session_dir = _session_dir(context)
         if session_dir:
             ray_sessions.record_session(session_dir)
@@ -74,10 +73,12 @@ NODE_START_TIMEOUT = "timed out during startup"  # what ray.init raises when the
 
 
 def start_local(kwargs: dict[str, Any], attempts: int = 2) -> Any:
-    """``ray.init(address="local", **kwargs)``, again after a node that timed out during start-up."""
+    """``ray.init(address="local", **kwargs)`` with ``EMBEDDED_SYSTEM_CONFIG`` unless ``kwargs`` gives its own,
+    again after a node that timed out during start-up."""
     import psutil
     import ray
 
+    kwargs = {"_system_config": EMBEDDED_SYSTEM_CONFIG, **kwargs}
     for attempt in range(1, attempts + 1):
         before = {p.pid for p in psutil.Process().children(recursive=True)}
         try:

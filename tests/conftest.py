@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from squeez_ray.ray_init import EMBEDDED_SYSTEM_CONFIG
+
 REPO = Path(__file__).resolve().parents[1]
 # The shared, read-only project data (eval cases, trajectories): ../shared beside the checkout, else the
 # first `shared` folder further up (a git worktree nested deeper); SQUEEZ_SHARED (or the older
@@ -30,14 +32,15 @@ sys.dont_write_bytecode = False
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 # Every Ray the tests start (the streams' own, `ray start` heads, multi-node clusters, the jobs they run as
-# subprocesses) keeps idle workers for reuse and collects no metrics (squeez_ray.ray_init's
-# EMBEDDED_SYSTEM_CONFIG, as Ray's environment variables so they reach Rays started outside init_ray); its
-# log monitor looks for new log files every 2 s, not every 0.1 s (a glob of all worker logs); and a new
-# driver does not prestart workers it may never use. CPU bounds CI on 2 cores: these cut the whole
-# suite's CPU, measured with a per-process CPU sampler (numbers below, by TRAIN_STREAM).
-for _name, _value in {"RAY_idle_worker_killing_time_threshold_ms": "60000", "RAY_enable_metrics_collection": "0",
-                      "RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0", "LOG_NAME_UPDATE_INTERVAL_S": "2",
-                      "RAY_prestart_worker_first_driver": "0"}.items():
+# subprocesses) gets squeez_ray.ray_init's EMBEDDED_SYSTEM_CONFIG (idle workers kept for reuse, no metrics)
+# as Ray's RAY_<name> environment variables, so it also reaches Rays started outside start_local. Test-only:
+# the log monitor globs for new log files every 2 s, not every 0.1 s, and a new driver does not prestart
+# workers it may never use. CPU bounds CI on 2 cores; with these, a per-process CPU sample of a clean-clone
+# run (2026-11-28) went from 4,704 to 4,175 core-s (Ray's log monitors 149 -> 51) and pytest from 39.8 to 34.9 min.
+_RAY_ENV = {f"RAY_{name}": str(int(value)) for name, value in EMBEDDED_SYSTEM_CONFIG.items()}
+_RAY_ENV.update({"RAY_LOG_MONITOR_MANY_FILES_THRESHOLD": "0", "LOG_NAME_UPDATE_INTERVAL_S": "2",
+                 "RAY_prestart_worker_first_driver": "0"})
+for _name, _value in _RAY_ENV.items():
     os.environ.setdefault(_name, _value)
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -141,10 +144,10 @@ def ray_local():
     """One local Ray for the whole session (2 CPUs, no dashboard): starting Ray costs seconds."""
     import ray
 
-    from squeez_ray.ray_init import EMBEDDED_SYSTEM_CONFIG, start_local
+    from squeez_ray.ray_init import start_local
 
     if not ray.is_initialized():  # start_local: once more if the node times out at start (a loaded machine)
-        start_local(dict(num_cpus=2, include_dashboard=False, log_to_driver=False, _system_config=EMBEDDED_SYSTEM_CONFIG,
+        start_local(dict(num_cpus=2, include_dashboard=False, log_to_driver=False,
                          runtime_env={"env_vars": {"RAY_AUTH_MODE": "disabled", "VLLM_CPU_KVCACHE_SPACE": "1",
                                                    "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}}))
     yield ray

@@ -108,3 +108,14 @@ def test_other_start_errors_are_not_retried(monkeypatch):
     with pytest.raises(ValueError, match="bad runtime_env"):
         init_ray()
     assert len(calls) == 1
+
+
+def test_every_embedded_start_gets_the_system_config_unless_it_gives_its_own(monkeypatch):
+    """start_local is the one way the jobs and the test session start an embedded Ray."""
+    from squeez_ray.ray_init import start_local
+
+    calls = _capture(monkeypatch)
+    start_local({"num_cpus": 2})
+    start_local({"_system_config": {"enable_metrics_collection": True}})
+    assert calls[0] == {"address": "local", "num_cpus": 2, "_system_config": EMBEDDED_SYSTEM_CONFIG}
+    assert calls[1]["_system_config"] == {"enable_metrics_collection": True}
