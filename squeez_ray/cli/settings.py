@@ -315,7 +315,15 @@ def yaml_expands_past(text: str, limit: int) -> bool:
 
 def backend_options(settings: Settings) -> BackendOptions:
     names = {f.name for f in dataclasses.fields(BackendOptions)}
-    return BackendOptions(**{n: getattr(settings, n) for n in names})
+    options = BackendOptions(**{n: getattr(settings, n) for n in names})
+    if settings.backend == "encoder" and "negative_gate" not in options.engine_kwargs:
+        # In an agent's pipe an empty answer is shown as a head-and-tail sample unless the output is clearly
+        # beside the query (pruning.never_empty: the CLI's own test for a negative), so the model's negative
+        # gate could only turn answers into that sample: replayed over ../shared/trajectories it doubled the
+        # fallbacks (4 -> 8 of 17) and cut "saved with re-reads" from 42% to 23% (docs/ENCODER.md). Off here
+        # unless engine_kwargs ask for it; Serve, evaluation and re-prune keep the model's default.
+        options.engine_kwargs = {**options.engine_kwargs, "negative_gate": False}
+    return options
 
 
 def missing_model_message(settings: Settings) -> str | None:

@@ -46,6 +46,9 @@ class EncoderSettings:
     # line). Its dev curve is ``operating_points["<variant>+blocks"]``.
     block_decoder: dict[str, Any] = field(default_factory=dict)
     shortlist_tokens: int | None = None
+    # The whole-output gate that answers nothing when the output most likely does not hold the answer
+    # (``infer/encoder/negative_gate.py``; empty: none). It acts at the default operating point only.
+    negative_gate: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -68,7 +68,7 @@ def build_encoder(options: BackendOptions) -> ScoringPruner:
 
     model_dir = resolve_model_dir(options.model)
     engine = {k: v for k, v in options.engine_kwargs.items() if k in ("tokens_per_batch", "threads")}
-    decoding = {k: v for k, v in options.engine_kwargs.items() if k in ("decoder", "shortlist_tokens")}
+    decoding = {k: v for k, v in options.engine_kwargs.items() if k in ("decoder", "shortlist_tokens", "negative_gate")}
     runtime = options.engine_kwargs.get("runtime")  # "onnx" / "torch" to force one; None: by the files
     if runtime not in (None, "onnx", "torch"):
         raise ValueError(f"engine_kwargs.runtime must be onnx or torch, not {runtime!r}")

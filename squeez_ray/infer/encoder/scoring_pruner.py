@@ -49,6 +49,8 @@ class ScoringPruner(Pruner):
     fusion = None  # the model's learned lexical/block stage (infer/encoder/fusion.py), if it ships one
     block_decoder = None  # BlockDecoder when the model decides evidence blocks (see the module docstring)
     shortlist_tokens: int | None = None  # line tokens the encoder reads per output (None: every line), either decoder
+    negative_gate = None  # NegativeGate in force (infer/encoder/negative_gate.py): the default point only
+    _gate_allowed = True  # engine_kwargs negative_gate: false turns the model's gate off
     tokens_per_batch = 8192
     tokenizer = None
     _forward = None  # the runtime's forward pass (encoder_scoring.Forward)
@@ -71,6 +73,10 @@ class ScoringPruner(Pruner):
         if budget is not None and (not isinstance(budget, int) or isinstance(budget, bool) or budget < 0):
             raise ValueError(f"engine_kwargs.shortlist_tokens must be a whole number >= 0, not {budget!r}")
         self.shortlist_tokens = budget or None
+        gate = options.get("negative_gate", True)
+        if not isinstance(gate, bool):
+            raise ValueError(f"engine_kwargs.negative_gate must be true or false, not {gate!r}")
+        self._gate_allowed = gate
 
     def choose_operating_point(self, variant: str, *, threshold: float | None, recall_target: float | None,
                                max_kept_lines: int | None) -> None:
@@ -91,6 +97,14 @@ class ScoringPruner(Pruner):
         if self.block_decoder is not None:
             default_target = self.settings.block_decoder.get("default_recall_target", default_target)
         target = recall_target if recall_target is not None else default_target
+        # The gate was fitted and chosen at the per-line default point; a caller who moves the point (a
+        # threshold, a recall target) asked for more or fewer lines, not for the gate's trade.
+        self.negative_gate = None
+        if (self.settings.negative_gate and self._gate_allowed and self.block_decoder is None
+                and threshold is None and recall_target is None):
+            from squeez_ray.infer.encoder.negative_gate import NegativeGate
+
+            self.negative_gate = NegativeGate.from_json(self.settings.negative_gate)
         if threshold is not None:
             self.threshold = threshold
         elif target is not None and (recall_target is not None or self.curve):
@@ -191,8 +205,12 @@ class ScoringPruner(Pruner):
                                                latency_ms=per_item_ms))
                 continue
             kept = self.kept_lines(scores, blocks, threshold)
-            kept = cap_kept_lines(kept, scores, request.max_kept_lines or self.max_kept_lines)
             reasons = [] if kept else ["no line scored above the threshold"]
+            if (kept and self.negative_gate is not None and request.recall_target is None
+                    and self.negative_gate.answers_nothing(request.query, request.tool_output.split("\n"), scores,
+                                                           threshold)):
+                kept, reasons = [], ["the negative gate judged that the output does not hold the answer"]
+            kept = cap_kept_lines(kept, scores, request.max_kept_lines or self.max_kept_lines)
             if budget is not None and skip.any():  # the budget ran out before this output was scored
                 reasons.insert(0, over_budget_note(budget.seconds, int(skip.sum()), len(skip)))
             results.append(make_result(request.tool_output, spans_from_line_numbers(kept), model=self.name,
