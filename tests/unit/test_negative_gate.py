@@ -16,7 +16,7 @@ LINT = "\n".join([f"src/pkg/mod{i}.py:{i * 3 + 1}:80: E501 line too long ({90 + 
 
 
 def feature(name, query, lines, scores, threshold=0.5):
-    return gate_features(query, lines, np.asarray(scores, dtype=float), threshold)[FEATURES.index(name)]
+    return gate_features(query, "\n".join(lines), np.asarray(scores, dtype=float), threshold)[FEATURES.index(name)]
 
 
 def test_features_read_the_querys_symbols_and_terms_against_the_whole_output():
@@ -30,6 +30,20 @@ def test_features_read_the_querys_symbols_and_terms_against_the_whole_output():
     assert feature("query_terms_found", "parse config retries", lines, scores) == pytest.approx(2 / 3)
     assert feature("log_lines_kept", "x", lines, scores) == pytest.approx(np.log1p(2))  # 0.9 and 0.6 >= 0.5
     assert feature("best_logit", "x", lines, scores) == pytest.approx(np.log(0.9 / 0.1))
+
+
+def test_the_runtimes_per_line_terms_give_the_features_the_whole_text_gives():
+    """The pruner hands the gate the per-line terms block_scores already read, instead of re-reading the
+    output: the features must be the ones the gate was fitted on (terms of the whole text)."""
+    from squeez_ray.infer.encoder.fusion_features import line_terms_of
+
+    lines = LINT.split("\n") + ["def parse_config(path):", "    ParseConfig.load(path)  # HTTPAdapter", ""]
+    scores = np.linspace(0.0, 0.9, len(lines))
+    for query in ("Which files have unused imports flagged by F401?", "where is ParseConfig loaded", "http adapter",
+                  "Where is load_backoff_policy defined?", "?"):
+        whole = gate_features(query, "\n".join(lines), scores, 0.5)
+        reused = gate_features(query, "\n".join(lines), scores, 0.5, line_terms_of(lines))
+        assert np.array_equal(whole, reused), query
 
 
 def test_gate_settings_are_checked_and_a_gate_of_other_features_does_not_load():

@@ -23,7 +23,7 @@ who asks for more recall (a recall target or a threshold) gets the threshold alo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,21 +36,26 @@ FEATURES = ("best_logit", "log_lines_kept", "query_symbols_found", "query_names_
 VERSION = 1
 
 
-def gate_features(query: str, lines: Sequence[str], scores: np.ndarray, threshold: float) -> np.ndarray:
-    """The features above, in ``FEATURES`` order, for one output and its fused line scores."""
+def gate_features(query: str, text: str, scores: np.ndarray, threshold: float,
+                  line_terms: Sequence[Collection[str]] | None = None) -> np.ndarray:
+    """The features above, in ``FEATURES`` order, for one output and its fused line scores (``line_terms``:
+    each line's ``terms`` when the caller has them, as ``block_scores`` does: their union is the output's
+    terms, since no term spans a line break, and re-reading a 20,000-line output for them costs ~0.4 s)."""
     query = query[:QUERY_CHARS]
-    text = "\n".join(lines)
     best = float(np.clip(np.max(scores), 1e-4, 1 - 1e-4)) if len(scores) else 1e-4
     query_symbols = symbols(query)
     query_terms = set(terms(query))
-    found_terms = query_terms & set(terms(text)) if query_terms else set()
+    if line_terms is not None:
+        found_terms = {t for t in query_terms if any(t in line for line in line_terms)}
+    else:
+        found_terms = query_terms & set(terms(text)) if query_terms else set()
     return np.array([
         np.log(best / (1 - best)),
         np.log1p(int(np.count_nonzero(np.asarray(scores) >= threshold))),
         float(np.mean([s in text for s in query_symbols])) if query_symbols else 1.0,
         float(bool(query_symbols)),
         len(found_terms) / max(len(query_terms), 1),
-        np.log(max(len(lines), 1)),
+        np.log(text.count("\n") + 1),
     ])
 
 
@@ -74,8 +79,9 @@ class NegativeGate:
         z = (np.asarray(features, dtype=np.float64) - np.asarray(self.mean)) / np.asarray(self.scale)
         return float(1.0 / (1.0 + np.exp(-(z @ np.asarray(self.coef) + self.bias))))
 
-    def answers_nothing(self, query: str, lines: Sequence[str], scores: np.ndarray, threshold: float) -> bool:
-        return self.p_negative(gate_features(query, lines, scores, threshold)) >= self.cut
+    def answers_nothing(self, query: str, text: str, scores: np.ndarray, threshold: float,
+                        line_terms: Sequence[Collection[str]] | None = None) -> bool:
+        return self.p_negative(gate_features(query, text, scores, threshold, line_terms)) >= self.cut
 
     def to_json(self) -> dict[str, Any]:
         return {"version": VERSION, "features": list(FEATURES), "mean": list(self.mean), "scale": list(self.scale),

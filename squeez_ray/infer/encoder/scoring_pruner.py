@@ -133,10 +133,11 @@ class ScoringPruner(Pruner):
         return [r if skip.all() else self.fusion.fuse(query, output, r, rows=np.flatnonzero(~skip) if skip.any() else None)
                 for (query, output), r, skip in zip(pairs, raw, left)]
 
-    def block_scores(self, pairs: Sequence[tuple[str, str]], missed: list[np.ndarray] | None = None
-                     ) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
+    def block_scores(self, pairs: Sequence[tuple[str, str]], missed: list[np.ndarray] | None = None,
+                     terms_out: list | None = None) -> list[tuple[np.ndarray, list[tuple[int, int]]]]:
         """Per pair: fused scores (lines the shortlist or the time budget left out scored as ``UNSCORED``)
-        and evidence blocks; ``missed``: see score_encoded."""
+        and evidence blocks; ``missed``: see score_encoded; ``terms_out``: receives each output's per-line
+        terms (None where it was not read), for the negative gate to reuse."""
         from squeez_ray.infer.blocks.shortlist import shortlist
         from squeez_ray.infer.encoder.fusion_features import line_terms_of
         from squeez_ray.infer.encoder.scoring import encode_output, score_encoded
@@ -167,6 +168,8 @@ class ScoringPruner(Pruner):
             left[i][:] = True
         if missed is not None:
             missed.extend(left)
+        if terms_out is not None:
+            terms_out.extend(terms)
         if self.fusion is None:
             return list(zip(raw, spans))
         fused = [r if skip.all() else
@@ -188,14 +191,16 @@ class ScoringPruner(Pruner):
         started = time.perf_counter()
         pairs = [(r.query, r.tool_output) for r in requests]
         missed: list[np.ndarray] = []
+        line_terms: list = []  # per output, when block_scores read them (the gate reuses them)
         if self.block_decoder is not None or self.shortlist_tokens:
-            scored = self.block_scores(pairs, missed)
+            scored = self.block_scores(pairs, missed, line_terms)
         else:  # every line scored, per-line decisions: how every model before block-first pruned
             scored = [(s, None) for s in self.score(pairs, missed)]
+        line_terms += [None] * (len(pairs) - len(line_terms))
         budget = current_budget()
         per_item_ms = (time.perf_counter() - started) * 1000 / max(len(requests), 1)
         results = []
-        for request, (scores, blocks), skip in zip(requests, scored, missed):
+        for request, (scores, blocks), skip, terms in zip(requests, scored, missed, line_terms):
             try:  # a per-request knob this model cannot honour fails that request open, not the batch
                 check_knobs(request.recall_target, request.max_kept_lines)
                 threshold = (self.threshold if request.recall_target is None
@@ -207,8 +212,8 @@ class ScoringPruner(Pruner):
             kept = self.kept_lines(scores, blocks, threshold)
             reasons = [] if kept else ["no line scored above the threshold"]
             if (kept and self.negative_gate is not None and request.recall_target is None
-                    and self.negative_gate.answers_nothing(request.query, request.tool_output.split("\n"), scores,
-                                                           threshold)):
+                    and self.negative_gate.answers_nothing(request.query, request.tool_output, scores, threshold,
+                                                           terms)):
                 kept, reasons = [], ["the negative gate judged that the output does not hold the answer"]
             kept = cap_kept_lines(kept, scores, request.max_kept_lines or self.max_kept_lines)
             if budget is not None and skip.any():  # the budget ran out before this output was scored

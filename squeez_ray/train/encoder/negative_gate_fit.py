@@ -23,23 +23,15 @@ from typing import Any
 import numpy as np
 
 from squeez_ray.infer.encoder.negative_gate import FEATURES, NegativeGate, gate_features
-from squeez_ray.train.encoder.block_decoder_fit import Example, measure
+from squeez_ray.train.encoder.block_decoder_fit import Example, examples_from_rows, measure
 
 MAX_RECALL_LOSS, MAX_F1_LOSS, MIN_NEGATIVES_GAIN = 0.01, 0.005, 0.05
 C_GRID = (0.1, 1.0, 10.0)
 CUTS = tuple(round(c, 2) for c in np.arange(0.95, 0.04, -0.01))  # P(negative) cuts, strictest last
 
 
-def examples_of(rows: Sequence[dict[str, Any]]) -> list[Example]:
-    out = []
-    for row in rows:
-        gold = {i for span in row["gold_spans"] for i in range(int(span["start_line"]), int(span["end_line"]) + 1)}
-        out.append(Example(row["query"], row["tool_output"].split("\n"), gold, row["tool_type"], [], np.empty(0), []))
-    return out
-
-
 def feature_matrix(examples: Sequence[Example], scores: Sequence[np.ndarray], threshold: float) -> np.ndarray:
-    return np.array([gate_features(e.query, e.lines, s, threshold) for e, s in zip(examples, scores)])
+    return np.array([gate_features(e.query, "\n".join(e.lines), s, threshold) for e, s in zip(examples, scores)])
 
 
 def fit_gate(features: np.ndarray, is_negative: np.ndarray, c: float) -> NegativeGate:
@@ -116,12 +108,10 @@ def run(args) -> dict[str, Any]:
         if not args.cached_only:
             score_to_cache(lambda pairs: [s for s, _ in pruner.block_scores(pairs)],
                            [(r["instance_id"], r["query"], r["tool_output"]) for r in rows], cache / name)
-    data = {}
-    for name, rows in splits.items():
-        scores = read_cache([cache / name])
-        rows = [r for r in rows if str(r["instance_id"]) in scores]
-        data[name] = (examples_of(rows), [scores[str(r["instance_id"])] for r in rows])
-    (train, train_scores), (dev, dev_scores) = data["train"], data["dev"]
+    # the cached examples, each carrying its runtime scores as ``raw`` (no token counts needed here)
+    train, dev = (examples_from_rows(splits[name], read_cache([cache / name]), lambda lines: [])
+                  for name in ("train", "dev"))
+    train_scores, dev_scores = [e.raw for e in train], [e.raw for e in dev]
     negatives = sum(not e.gold for e in train)
     if negatives < 10 or len(train) - negatives < 10 or len(dev) < 50:
         raise ValueError(f"too little to fit on: {len(train)} train examples ({negatives} negatives), {len(dev)} dev "
