@@ -34,7 +34,7 @@ def _step(args: argparse.Namespace) -> Outcome:
     elif args.command == "check":
         code = steps.check(args.files, args.pool)
     elif args.command == "merge":
-        code = steps.merge(args.pool, args.labels, args.out, args.skip_bad, args.seed)
+        code = steps.merge(args.pool, args.labels, args.out, args.skip_bad, args.seed, args.place)
     elif args.command == "report":
         code = steps.report(args.data)
     else:
@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", required=True, help="dataset folder (data/handlabel)")
     p.add_argument("--skip-bad", action="store_true", help="merge the good rows even when some rows have problems")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--place", action="append", metavar="SOURCE=SPLIT",
+                   help="put a new source in a split chosen before labelling (e.g. logs:vllm=dev); repeatable")
     p = commands.add_parser("report", help="agreement figures and the datasheet of a merged set")
     p.add_argument("--data", default="data/handlabel", help="the merged set (outputs.parquet, labels/, splits)")
     p = commands.add_parser("export", help="write the splits as released-Squeez prompt/response JSONL")

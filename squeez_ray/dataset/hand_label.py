@@ -7,6 +7,7 @@ Each step prints what it did and returns the job's exit code (0 ok, 1 label prob
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 
@@ -71,11 +72,23 @@ def check(paths: list[str], pool_paths: list[str]) -> int:
     return 1 if problems else 0
 
 
-def merge(pool_paths: list[str], labels: list[str], out: str, skip_bad: bool = False, seed: int = 0) -> int:
-    """Validate every label file and build the dataset; 1 when rows had problems (and not ``skip_bad``)."""
+def merge(pool_paths: list[str], labels: list[str], out: str, skip_bad: bool = False, seed: int = 0,
+          place: list[str] | None = None) -> int:
+    """Validate every label file and build the dataset; 1 when rows had problems (and not ``skip_bad``),
+    2 on a bad ``--place`` (SOURCE=SPLIT: a new source's split, chosen before labelling)."""
     from squeez_ray.dataset.hand_merge import merge_labels
 
-    summary = merge_labels(pool_paths, _label_files(labels), out, strict=not skip_bad, seed=seed)
+    try:
+        placements = {}
+        for item in place or []:
+            source, sep, split = item.partition("=")
+            if not (sep and source and split):
+                raise ValueError(f"--place {item!r}: expected SOURCE=SPLIT, e.g. logs:vllm=dev")
+            placements[source] = split
+        summary = merge_labels(pool_paths, _label_files(labels), out, strict=not skip_bad, seed=seed, place=placements)
+    except ValueError as error:  # a malformed or refused --place: one line, nothing written
+        print(f"merge: {error}", file=sys.stderr)
+        return 2
     print(json.dumps(summary, indent=2))
     return 1 if summary.get("problems") and not skip_bad else 0
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import tempfile
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,8 @@ SOURCE = "hand"
 
 
 def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Sequence[str | Path], out: str | Path,
-                 *, strict: bool = True, seed: int = 0, ray_address: str | None = None) -> dict[str, Any]:
+                 *, strict: bool = True, seed: int = 0, ray_address: str | None = None,
+                 place: Mapping[str, str] | None = None) -> dict[str, Any]:
     from squeez_ray.dataset.build import BuildConfig, build_from_examples, previous_splits
     from squeez_ray.dataset.qa import QAConfig
     from squeez_ray.label.hand.labels import check_label_files
@@ -35,7 +36,7 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
     out = Path(out)
     # Sources keep the split an earlier merge gave them: growing the set never moves a source
     # from train into dev/test (or back), so earlier checkpoints stay comparable on dev and test.
-    pinned = previous_splits(out / "manifest.json")
+    pinned = with_placements(previous_splits(out / "manifest.json"), place or {})
     pool = read_pool(pool_paths)
     good, problems = check_label_files(label_files, pool)
     summary: dict[str, Any] = {"label_rows_ok": len(good), "problems": [str(p) for p in problems[:50]],
@@ -44,6 +45,9 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
         summary["written"] = False
         return summary
     used = sorted({row["output_id"] for row in good})
+    unknown = sorted(s for s in (place or {}) if s.removeprefix("repo:") not in {pool[i]["source"] for i in used})
+    if unknown:  # a misspelt source would otherwise be placed nowhere, silently
+        raise ValueError(f"--place names sources no label row uses: {', '.join(unknown)}")
     write_pool([pool[i] for i in used], out / "outputs.parquet")
     files = sorted({str(Path(f)) for f in label_files})
     with tempfile.TemporaryDirectory(prefix="squeez-handlabel-") as tmp:
@@ -64,3 +68,23 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
                     "examples": {s: manifest["counts"][s] for s in ("train", "dev", "test")},
                     "dropped": manifest["dropped"], "out": str(out)})
     return summary
+
+
+def with_placements(pinned: Mapping[str, str], place: Mapping[str, str]) -> dict[str, str]:
+    """The manifest's pins plus new sources placed by hand (``--place logs:vllm=dev``).
+
+    A split chosen before labelling (e.g. to give dev a family it lacks) is set here instead of left to
+    the hash order of ``assign_splits``; a source an earlier merge already placed elsewhere is refused,
+    since moving it would put examples a trained checkpoint saw into dev or test."""
+    from squeez_ray.dataset.splits import SPLITS
+
+    merged = dict(pinned)
+    for source, split in place.items():
+        group = source if source.startswith("repo:") else f"repo:{source}"
+        if split not in SPLITS:
+            raise ValueError(f"--place {source}={split}: the split must be one of {', '.join(SPLITS)}")
+        if merged.get(group, split) != split:
+            raise ValueError(f"--place {source}={split}: an earlier merge put {source} in {merged[group]}, "
+                             f"and a source never moves between splits")
+        merged[group] = split
+    return merged

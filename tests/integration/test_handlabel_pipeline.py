@@ -40,9 +40,12 @@ def slice_dir(tmp_path_factory):
 
 def test_merge_through_the_label_pipeline_reproduces_the_stored_examples(ray_local, slice_dir, tmp_path):
     tmp, chosen = slice_dir
-    summary = merge_labels([tmp / "outputs.parquet"], [tmp / "labels.jsonl"], tmp_path / "out")
+    placed = sorted({row["source"] for row in read_pool(tmp / "outputs.parquet").values()})[-1]
+    summary = merge_labels([tmp / "outputs.parquet"], [tmp / "labels.jsonl"], tmp_path / "out", place={placed: "dev"})
     assert summary["written"] and summary["problem_count"] == 0
     rebuilt = {e["instance_id"]: e for e in load_built(tmp_path / "out")}
+    # a source placed by hand (--place) lands in that split, whatever its hash order would have given it
+    assert {e["split"] for e in rebuilt.values() if e["repo"] == placed} == {"dev"}
     stored = {e["instance_id"]: e for e in load_built(DATA) if e["instance_id"].split("#")[0] in chosen}
     assert rebuilt.keys() == stored.keys() and rebuilt
     for key, example in stored.items():

@@ -282,3 +282,30 @@ def test_the_pool_runs_every_package_command_through_the_sandbox(monkeypatch, tm
     python_pool.extra_rows(cache)
     assert {"tests/test_x.py", ".", "tinypkg", "tests"} <= set(sandboxed)  # pytest, grep / find, mypy, the suite
     assert all(argv[1:3] == ["-m", "pip"] for argv in plain)  # only pip's resolver runs outside (needs the index)
+
+
+def test_a_new_source_is_placed_by_hand_and_a_placed_one_never_moves():
+    from squeez_ray.dataset.hand_merge import with_placements
+
+    pinned = {"repo:pypi:six": "train"}
+    assert with_placements(pinned, {"logs:vllm": "dev", "repo:logs:grpc": "dev", "pypi:six": "train"}) == {
+        "repo:pypi:six": "train", "repo:logs:vllm": "dev", "repo:logs:grpc": "dev"}
+    with pytest.raises(ValueError, match="never moves"):
+        with_placements(pinned, {"pypi:six": "dev"})
+    with pytest.raises(ValueError, match="must be one of"):
+        with_placements(pinned, {"logs:vllm": "validation"})
+
+
+@pytest.mark.parametrize("place, message", [(["pypi:sx=dev"], "no label row uses: pypi:sx"),
+                                            (["logs:vllm"], "expected SOURCE=SPLIT"),
+                                            (["pypi:six=holdout"], "must be one of")])
+def test_merge_refuses_a_bad_placement_in_one_line_and_writes_nothing(tmp_path, capsys, place, message):
+    from squeez_ray.dataset.hand_label import merge
+
+    row = pool_row()
+    write_pool([row], tmp_path / "pool.parquet")
+    (tmp_path / "batch-001.A.jsonl").write_text(json.dumps(label(row)) + "\n")
+    out = tmp_path / "out"
+    assert merge([str(tmp_path / "pool.parquet")], [str(tmp_path / "batch-001.A.jsonl")], str(out), place=place) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err and not out.exists()
