@@ -56,11 +56,12 @@ def merge_labels(pool_paths: Sequence[str | Path] | str | Path, label_files: Seq
                                    teacher=TeacherConfig(engine="file", max_output_lines=10**6,
                                                                file=FileTeacherConfig(labels=files)))
         label_manifest = run_label(label_config)
-        examples = read_examples(Path(tmp) / "labelled")
+        examples, repeated = drop_repeated_examples(read_examples(Path(tmp) / "labelled"))
     build = BuildConfig(output_dir=str(out), seed=seed, negatives_share=0.0, overwrite=True,
                         qa=QAConfig(min_output_lines=5, max_relevant_share=0.5))
     manifest = build_from_examples(examples, build, inputs=files, pinned_splits=pinned,
                                    extra_manifest={"pool_outputs": len(pool), "labelled_outputs": len(used),
+                                                   "repeated_examples_dropped": repeated,
                                                    "label_pipeline": label_manifest["counts"],
                                                    "label_drops": label_manifest["dropped"]})
     passes = Counter(str(row.get("pass")) for row in good)
@@ -88,3 +89,20 @@ def with_placements(pinned: Mapping[str, str], place: Mapping[str, str]) -> dict
                              f"and a source never moves between splits")
         merged[group] = split
     return merged
+
+
+def drop_repeated_examples(examples: Sequence[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """The examples less those repeating an earlier one's query on the same output text; and how many.
+
+    The same text can be collected twice under two ids (two commands printing one file, two greps with one
+    answer), and a labeller who met it twice may ask it the same question: one example, counted twice in
+    training and in dev/test scores. The first in input order is kept."""
+    import hashlib
+
+    kept, seen = [], set()
+    for example in examples:
+        key = (str(example["query"]).strip(), hashlib.sha1(str(example["tool_output"]).encode()).hexdigest())
+        if key not in seen:
+            seen.add(key)
+            kept.append(example)
+    return kept, len(examples) - len(kept)

@@ -309,3 +309,14 @@ def test_merge_refuses_a_bad_placement_in_one_line_and_writes_nothing(tmp_path, 
     assert merge([str(tmp_path / "pool.parquet")], [str(tmp_path / "batch-001.A.jsonl")], str(out), place=place) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err and not out.exists()
+
+
+def test_an_example_repeating_a_query_on_the_same_output_text_is_dropped_once():
+    from squeez_ray.dataset.hand_merge import drop_repeated_examples
+
+    rows = [{"instance_id": "a:1", "query": "where is parse defined", "tool_output": OUTPUT},
+            {"instance_id": "a:2", "query": "where is parse defined ", "tool_output": OUTPUT},  # same text, other id
+            {"instance_id": "a:3", "query": "where is parse used", "tool_output": OUTPUT},
+            {"instance_id": "a:4", "query": "where is parse defined", "tool_output": OUTPUT + "\nmore"}]
+    kept, dropped = drop_repeated_examples(rows)
+    assert [r["instance_id"] for r in kept] == ["a:1", "a:3", "a:4"] and dropped == 1
