@@ -152,7 +152,8 @@ def test_init_adapter_must_be_a_lora_directory_of_the_configured_rank(tmp_path):
 def test_the_shipped_adapter_is_what_its_recipe_trains():
     """adapters/gemma270m-squeez-lora (the quickstart's served model) names its base portably, was
     trained by gemma270m_lora_cpu.yaml on the current prompt layout, and can be trained on from
-    (model.init_adapter) by that config; its model card is beside it."""
+    (model.init_adapter) by that config; its model card is beside it and, where the adapter is a
+    second stage trained on from another, gives both stages' commands."""
     from squeez_ray.prompt import PROMPT_FORMAT
     from squeez_ray.train.run import init_adapter_problems
 
@@ -170,4 +171,7 @@ def test_the_shipped_adapter_is_what_its_recipe_trains():
     assert init_adapter_problems(load_config(TrainConfig, CONFIGS / "gemma270m_lora_cpu.yaml",
                                              [f"model.init_adapter={shipped}"])) == []
     assert (shipped / "adapter_model.safetensors").stat().st_size < 10_000_000  # bf16: a few MB in git
-    assert "## Measured quality" in (shipped / "MODEL_CARD.md").read_text()
+    card = (shipped / "MODEL_CARD.md").read_text()
+    assert "## Measured quality" in card
+    if trained["model"].get("init_adapter"):
+        assert "Stage 1" in card and "Stage 2" in card and "model.init_adapter=" in card
